@@ -1,1 +1,49 @@
-"""Everchat."""
+"""The planner's pure core: tree nodes, views, the merge order and the work queues.
+
+No sockets, no threads, no files: the planner actor wraps `Planner`, and tests
+drive it directly. Rule numbers refer to SPEC.md.
+"""
+
+from ._nodes import (
+    LINE_LIMIT,
+    PLACEHOLDER,
+    children,
+    end,
+    key_of,
+    level,
+    name,
+    node_of,
+    parent,
+    render_line,
+    render_text,
+    span,
+    start,
+)
+from ._planner import Budget, NodeSource, Planner, PlannerError, Step
+from ._refold import refold
+from ._tree import Tree
+from ._view import View
+
+__all__ = [
+    "LINE_LIMIT",
+    "PLACEHOLDER",
+    "Budget",
+    "NodeSource",
+    "Planner",
+    "PlannerError",
+    "Step",
+    "Tree",
+    "View",
+    "children",
+    "end",
+    "key_of",
+    "level",
+    "name",
+    "node_of",
+    "parent",
+    "refold",
+    "render_line",
+    "render_text",
+    "span",
+    "start",
+]

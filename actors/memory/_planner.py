@@ -1,0 +1,404 @@
+"""The planner's pure core: the view, the compaction view and the work queues.
+
+`Planner` is plain Python: the planner actor feeds it events (a message logged, a
+node built, a compaction failed) and does the I/O it asks for (persist free
+nodes, a merge record, the views; start compactions). Tests drive it directly.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from dataclasses import dataclass
+
+from ._nodes import (
+    LEVEL_BITS,
+    LINE_LIMIT,
+    children,
+    end,
+    key_of,
+    level,
+    name,
+    node_of,
+    parent,
+    placeholder_bytes,
+    start,
+)
+from ._tree import Tree
+from ._view import View
+
+__all__ = ["Budget", "Step", "Planner", "PlannerError", "NodeSource"]
+
+_LEAF_WINDOW = 8
+"""R31: a leaf is ready once fewer than 8 lines before it in the view are unbuilt."""
+
+
+class PlannerError(ValueError):
+    """An event the planner cannot accept (a build of a node that is not running,
+    a size out of range, a saved state that breaks R13). Nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The sawtooths' numbers (R19, R21) and the pool size (R31).
+
+    With `unit="lines"` view sizes count lines instead of bytes (R20's check).
+    """
+
+    ceiling: int = 128_000
+    floor: int = 64_000
+    cceiling: int = 32_000
+    cfloor: int = 16_000
+    jobs: int = 8
+    unit: str = "bytes"
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("bytes", "lines"):
+            raise PlannerError(f"unit must be 'bytes' or 'lines', not {self.unit!r}")
+        if not 1 <= self.jobs <= 8:
+            raise PlannerError(f"jobs must be 1 to 8 (R31), not {self.jobs}")
+        for label in ("ceiling", "floor", "cceiling", "cfloor"):
+            value = getattr(self, label)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise PlannerError(f"{label} must be a whole number >= 0, not {value!r}")
+        if self.floor > self.ceiling or self.cfloor > self.cceiling:
+            raise PlannerError("a floor cannot be above its ceiling")
+
+
+class Step:
+    """What one event changed, for the caller to persist and act on.
+
+    `built`: nodes built free at this event (R11), to append to the tree, in
+    order. `batch`: whether an R19 batch ran (then R25 wants a merge record with
+    `merged` and the view's `shrinking`). `started`: compactions to start now.
+    """
+
+    __slots__ = ("built", "batch", "merged", "cview_changed", "started")
+
+    def __init__(self) -> None:
+        self.built: list[int] = []
+        self.batch = False
+        self.merged: list[int] = []
+        self.cview_changed = False
+        self.started: list[int] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"Step(built={[name(key) for key in self.built]}, batch={self.batch},"
+            f" merged={[name(key) for key in self.merged]}, started={[name(key) for key in self.started]})"
+        )
+
+
+class NodeSource:
+    """What `Planner.restore` reads from the chat folder (the store provides it)."""
+
+    def node(self, l: int, i: int) -> str | None:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+    def message_line(self, i: int) -> str:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+class Planner:
+    """The view, the compaction view, the frontier of the tree and the work queues."""
+
+    def __init__(self, budget: Budget | None = None) -> None:
+        self.budget = budget or Budget()
+        count_lines = self.budget.unit == "lines"
+        self.messages = 0
+        self.tree = Tree()
+        self.view = View(count_lines)
+        self.cview = View(count_lines)
+        self.merge_queue: deque[int] = deque()
+        self.pending: list[int] = []  # unbuilt leaves, by message id (all are view lines)
+        self.running: dict[int, None] = {}
+        self.failed: dict[int, None] = {}
+        self.waiting_for = -1
+
+    # -- events ----------------------------------------------------------------
+
+    def add_message(self, line_bytes: int, text: str | None = None, budget: Budget | None = None) -> Step:
+        """A message was logged: its `kind: text` line is `line_bytes` long.
+
+        Section 8's order: failed nodes become startable; the leaf is appended
+        (free when it fits, R11, with the free cascade); R19 on the view; R21 on
+        the compaction view; starts (R31).
+        """
+        if budget is not None:
+            self.budget = budget
+        self._retry_failed()
+        step = Step()
+        tree, view, cview = self.tree, self.view, self.cview
+        t = self.messages
+        self.messages = t + 1
+        leaf = t << LEVEL_BITS
+        built = step.built
+        if line_bytes <= LINE_LIMIT:
+            ready = tree.build(leaf, line_bytes, text, built)
+            if ready >= 0:
+                self.merge_queue.append(ready)
+        else:
+            self.pending.append(t)
+        # Free parents built here need no candidate check: only the leaf's own
+        # parent can sit over two lines, and `append` checks that one.
+        view.append(leaf, tree)
+
+        budget = self.budget
+        if view.size > budget.ceiling or view.shrinking:
+            step.batch = True
+            step.merged = view.fit(budget.floor, self.messages, tree)
+        if step.merged:
+            self.cview = cview = view.copy()
+            cview.fit(budget.cfloor, self.messages, tree)
+            step.cview_changed = True
+            for up in step.merged:
+                self._forget_below(up)
+        else:
+            cview.append(leaf, tree)
+            if cview.size > budget.cceiling or cview.shrinking:
+                step.cview_changed = bool(cview.fit(budget.cfloor, self.messages, tree))
+        self._start(step.started)
+        return step
+
+    def node_built(self, key: int, text_bytes: int, text: str | None = None) -> Step:
+        """A running compaction finished with a line of `text_bytes` (1 … 512)."""
+        if key not in self.running:
+            raise PlannerError(f"node {name(key)} is not running")
+        if not 1 <= text_bytes <= LINE_LIMIT:
+            raise PlannerError(f"a built line is 1 to {LINE_LIMIT} bytes, not {text_bytes}")
+        del self.running[key]
+        step = Step()
+        self._record_built(key, text_bytes, text, step)
+        self._start(step.started)
+        return step
+
+    def node_failed(self, key: int) -> Step:
+        """A running compaction failed; it is tried again at the next message (R30)."""
+        if key not in self.running:
+            raise PlannerError(f"node {name(key)} is not running")
+        del self.running[key]
+        self.failed[key] = None
+        step = Step()
+        self._start(step.started)
+        return step
+
+    def _record_built(self, key: int, text_bytes: int, text: str | None, step: Step) -> None:
+        tree = self.tree
+        unbuilt = placeholder_bytes(key)
+        if level(key) == 0:
+            self.pending.remove(start(key))
+        ready = tree.build(key, text_bytes, text, step.built)
+        if ready >= 0:
+            self.merge_queue.append(ready)
+        for built in step.built:
+            self.view.on_built(built, tree, unbuilt)
+            self.cview.on_built(built, tree, unbuilt)
+        del step.built[0]  # the caller built that one; only free ones are news
+
+    def _retry_failed(self) -> None:
+        """Section 8 (1): failed merges rejoin the merge queue, lower level first."""
+        if not self.failed:
+            return
+        merges = sorted(
+            (key for key in self.failed if level(key)), key=lambda key: (level(key), start(key))
+        )
+        self.failed.clear()
+        self.merge_queue.extend(merges)
+
+    # -- starts (R31) --------------------------------------------------------------
+
+    def _start(self, started: list[int]) -> None:
+        running, jobs = self.running, self.budget.jobs
+        if len(running) >= jobs or not (self.merge_queue or self.pending):
+            return
+        if self.waiting_for >= 0:
+            self._start_for_turn(started)
+            return
+        while len(running) < jobs:
+            if self.merge_queue:
+                key = self.merge_queue.popleft()
+            else:
+                key = self._next_leaf()
+                if key < 0:
+                    return
+            running[key] = None
+            started.append(key)
+
+    def _next_leaf(self) -> int:
+        running, failed = self.running, self.failed
+        for t in self.pending[:_LEAF_WINDOW]:
+            key = t << LEVEL_BITS
+            if key not in running and key not in failed:
+                return key
+        return -1
+
+    def _start_for_turn(self, started: list[int]) -> None:
+        """R31: while a turn waits, only the unbuilt lines before its message start."""
+        running, failed = self.running, self.failed
+        for t in self.pending:
+            if len(running) >= self.budget.jobs or t >= self.waiting_for:
+                break
+            key = t << LEVEL_BITS
+            if key not in running and key not in failed:
+                running[key] = None
+                started.append(key)
+
+    def wait_for(self, message: int) -> list[int]:
+        """A turn waits for the lines before `message` (R36); returns the starts."""
+        self.waiting_for = message
+        started: list[int] = []
+        self._start(started)
+        return started
+
+    def stop_waiting(self) -> list[int]:
+        self.waiting_for = -1
+        started: list[int] = []
+        self._start(started)
+        return started
+
+    def settled(self, message: int) -> bool:
+        """True when every view line before `message` is built (R36)."""
+        return not self.pending or self.pending[0] >= message
+
+    # -- reading ---------------------------------------------------------------
+
+    def context(self, key: int) -> list[int]:
+        """R27: the compaction view cut at the node, stopping at its first unbuilt line.
+
+        For a leaf of message m: the lines that end before m. For a merge: the
+        lines that end at or before its last message.
+        """
+        cut = start(key) if level(key) == 0 else end(key)
+        if self.pending and self.pending[0] < cut:
+            cut = self.pending[0]
+        lines = self.cview.ordered()
+        count = bisect_left(lines, cut << LEVEL_BITS)
+        if count and end(lines[count - 1]) > cut:
+            count -= 1
+        return lines[:count]
+
+    def unbuilt_lines(self) -> int:
+        return len(self.pending)
+
+    # -- memory --------------------------------------------------------------
+
+    def _forget_below(self, up: int) -> None:
+        """After a view merge the halves are below the frontier; drop them."""
+        tree, cview = self.tree, self.cview
+        for half in children(up):
+            if half not in cview.members:
+                tree.forget(half)
+
+    # -- saving and restoring (R22, R24) ---------------------------------------------
+
+    def saved_views(self) -> tuple[dict, dict]:
+        """The view and compaction view as saved in view.json and compaction-view.json."""
+        return (
+            _view_record(self.messages, self.view),
+            _view_record(self.messages, self.cview),
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        budget: Budget,
+        messages: int,
+        lines: list[tuple[int, int]],
+        shrinking: bool,
+        source: NodeSource,
+        cview: tuple[list[tuple[int, int]], bool] | None = None,
+    ) -> tuple["Planner", list[int]]:
+        """Rebuild the planner from a saved view (R22), never by another rule (R42).
+
+        Reads the built state of the view's lines and their ancestors from
+        `source`. Free nodes that a crash kept from being saved are built again
+        (returned, for the caller to save). A missing or stale compaction view
+        restarts as the view fitted down (R24).
+        """
+        planner = cls(budget)
+        planner.messages = messages
+        keys = _checked_cover(lines, messages, "view")
+        tree = planner.tree
+        frontier = _frontier(keys, messages)
+        for key in frontier:
+            text = source.node(*node_of(key))
+            if text is not None:
+                tree.add(key, len(text.encode()), text)
+        rebuilt: list[int] = []
+        for key in keys:
+            if level(key) == 0 and key not in tree.raw:
+                line = source.message_line(start(key))
+                size = len(line.encode())
+                if size <= LINE_LIMIT:
+                    tree.build(key, size, line, rebuilt)
+        for key in sorted(frontier, key=lambda key: (level(key), start(key))):
+            if key in tree.raw or level(key) == 0:
+                continue
+            left, right = children(key)
+            if left not in tree.raw or right not in tree.raw:
+                continue
+            joined = tree.raw[left] + 1 + tree.raw[right]
+            if joined <= LINE_LIMIT:  # R11: free, lost to a crash before it was saved
+                left_text, right_text = tree.text.get(left), tree.text.get(right)
+                text = None if left_text is None or right_text is None else left_text + "\n" + right_text
+                tree.add(key, joined, text)
+                rebuilt.append(key)
+            else:
+                planner.merge_queue.append(key)
+        planner.view.load(keys, shrinking, tree)
+        planner.pending = [start(key) for key in keys if key not in tree.raw]
+        if cview is not None:
+            ckeys = _checked_cover(cview[0], messages, "compaction view")
+            planner.cview.load(ckeys, cview[1], tree)
+            if not all(key in tree.raw or key in planner.view.members for key in ckeys):
+                raise PlannerError("the compaction view holds a line that is neither built nor a view line")
+        else:
+            planner.cview = planner.view.copy()
+            planner.cview.fit(budget.cfloor, messages, tree)
+        return planner, rebuilt
+
+    def start_all(self) -> list[int]:
+        """Start whatever may start now (after a restart, R30 retries)."""
+        started: list[int] = []
+        self._start(started)
+        return started
+
+
+def _view_record(messages: int, view: View) -> dict:
+    return {
+        "version": 1,
+        "t": messages,
+        "open": view.shrinking,
+        "view": [list(node_of(key)) for key in view.ordered()],
+    }
+
+
+def _checked_cover(lines: list[tuple[int, int]], messages: int, label: str) -> list[int]:
+    """R13: the lines cover 0 … T-1 exactly once, contiguously, oldest first."""
+    keys: list[int] = []
+    expect = 0
+    for entry in lines:
+        l, i = entry
+        if not (isinstance(l, int) and isinstance(i, int)) or l < 0 or i < 0 or l >= 1 << LEVEL_BITS:
+            raise PlannerError(f"the {label} holds a bad node {entry!r}")
+        key = key_of(l, i)
+        if start(key) != expect:
+            raise PlannerError(
+                f"the {label} does not cover the messages once each: {name(key)} where message {expect} should start"
+            )
+        expect = end(key)
+        keys.append(key)
+    if expect != messages:
+        raise PlannerError(f"the {label} covers {expect} messages, the chat has {messages}")
+    return keys
+
+
+def _frontier(keys: list[int], messages: int) -> set[int]:
+    """The view's lines and all their complete ancestors."""
+    frontier = set(keys)
+    for key in keys:
+        up = parent(key)
+        while end(up) <= messages and up not in frontier:
+            frontier.add(up)
+            up = parent(up)
+    return frontier
