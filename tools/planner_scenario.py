@@ -75,7 +75,7 @@ class ScenarioSession:
             unknown = set(event) - {"m", "ceiling", "floor"}
             if unknown:
                 raise ScenarioError(f"unknown field {sorted(unknown)[0]!r} in a message event")
-            size = _whole(event["m"], "m", 1)
+            size = _whole(event["m"], "m")
             budget = None
             if "ceiling" in event or "floor" in event:
                 old = planner.budget
@@ -116,8 +116,6 @@ def main() -> int:
     session = ScenarioSession()
     out = sys.stdout
     for line in sys.stdin:
-        if not line.strip():
-            continue
         try:
             state = session.feed(line)
         except ScenarioError as error:

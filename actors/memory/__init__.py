@@ -20,7 +20,7 @@ from ._nodes import (
     start,
 )
 from ._planner import Budget, NodeSource, Planner, PlannerError, Step
-from ._refold import refold
+from ._refold import MergeRecord, pair_of, recover, refold
 from ._tree import Tree
 from ._view import View
 
@@ -28,6 +28,7 @@ __all__ = [
     "LINE_LIMIT",
     "PLACEHOLDER",
     "Budget",
+    "MergeRecord",
     "NodeSource",
     "Planner",
     "PlannerError",
@@ -40,7 +41,9 @@ __all__ = [
     "level",
     "name",
     "node_of",
+    "pair_of",
     "parent",
+    "recover",
     "refold",
     "render_line",
     "render_text",

@@ -69,14 +69,16 @@ class Step:
     """What one event changed, for the caller to persist and act on.
 
     `built`: nodes built free at this event (R11), to append to the tree, in
-    order. `batch`: whether an R19 batch ran (then R25 wants a merge record with
+    order, with their texts in `built_texts` (when the planner was given texts;
+    a batch may already have merged them below the view). `batch`: whether an R19 batch ran (then R25 wants a merge record with
     `merged` and the view's `shrinking`). `started`: compactions to start now.
     """
 
-    __slots__ = ("built", "batch", "merged", "cview_changed", "started")
+    __slots__ = ("built", "built_texts", "batch", "merged", "cview_changed", "started")
 
     def __init__(self) -> None:
         self.built: list[int] = []
+        self.built_texts: list[str | None] = []
         self.batch = False
         self.merged: list[int] = []
         self.cview_changed = False
@@ -137,6 +139,8 @@ class Planner:
             ready = tree.build(leaf, line_bytes, text, built)
             if ready >= 0:
                 self.merge_queue.append(ready)
+            if text is not None:
+                step.built_texts = [tree.text[key] for key in built]
         else:
             self.pending.append(t)
         # Free parents built here need no candidate check: only the leaf's own
@@ -194,6 +198,8 @@ class Planner:
             self.view.on_built(built, tree, unbuilt)
             self.cview.on_built(built, tree, unbuilt)
         del step.built[0]  # the caller built that one; only free ones are news
+        if text is not None:
+            step.built_texts = [tree.text[key] for key in step.built]
 
     def _retry_failed(self) -> None:
         """Section 8 (1): failed merges rejoin the merge queue, lower level first."""

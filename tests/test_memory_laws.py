@@ -1,0 +1,238 @@
+"""The memory rules of SPEC.md as hypothesis properties over the production planner.
+
+Each history is random: messages of mixed sizes and texts, builds of running
+compactions in any order, failures, and restarts from the saved state (with and
+without view.json). After every event the laws below must hold. Brute-force
+checkers (tests/memory_world.py) are written straight from the rules' text.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from everchat.actors.memory import (
+    LINE_LIMIT,
+    Budget,
+    children,
+    end,
+    level,
+    name,
+    parent,
+    start,
+)
+from memory_world import World, is_cover, most_due_pair, rendered_size
+
+_WORDS = ["amber-42", "zoom", "héllo", "日本", "path/to/file.py", "x", "\r\n", "\n", "error: 7"]
+
+
+def _text(draw, low: int, high: int) -> str:
+    """A text of about low … high bytes, with newlines, CR LF and non-ASCII.
+
+    Hypothesis draws only its size and a seed, so histories stay small to shrink.
+    """
+    target = draw(st.integers(low, high))
+    rng = random.Random(draw(st.integers(0, 2**16)))
+    parts: list[str] = []
+    size = 0
+    while size < target:
+        word = rng.choice(_WORDS) if rng.random() < 0.5 else "w" * rng.randint(1, 60)
+        parts.append(word)
+        size += len(word.encode()) + 1
+    return " ".join(parts)
+
+
+@st.composite
+def budgets(draw) -> Budget:
+    if draw(st.integers(0, 4)) == 0:
+        ceiling = draw(st.integers(2, 12))
+        floor = draw(st.integers(1, ceiling))
+        cceiling = draw(st.integers(1, ceiling))
+        cfloor = draw(st.integers(1, cceiling))
+        return Budget(ceiling, floor, cceiling, cfloor, draw(st.integers(1, 8)), "lines")
+    ceiling = draw(st.integers(200, 4000))
+    floor = draw(st.integers(0, ceiling))
+    cceiling = draw(st.integers(100, ceiling))
+    cfloor = draw(st.integers(0, cceiling))
+    return Budget(ceiling, floor, cceiling, cfloor, draw(st.integers(1, 8)))
+
+
+def check_laws(world: World) -> None:
+    """Every law that must hold between events."""
+    planner = world.planner
+    messages = planner.messages
+    view, cview = planner.view.ordered(), planner.cview.ordered()
+    count_lines = world.budget.unit == "lines"
+    # R13: both views cover 0 … T-1 exactly once, oldest first, with tree nodes.
+    assert is_cover(view, messages), [name(key) for key in view]
+    assert is_cover(cview, messages), [name(key) for key in cview]
+    # Only message leaves can be unbuilt in the view (and so in the compaction view).
+    for key in view + cview:
+        assert level(key) == 0 or key in world.nodes, name(key)
+    # R21: compaction-view lines are the view's lines or their built ancestors.
+    members = set(view)
+    for key in cview:
+        covered = [line for line in view if start(key) <= start(line) and end(line) <= end(key)]
+        assert key in members or (key in world.nodes and covered), name(key)
+    # R16: sizes are the rendered lines' bytes, placeholders for unbuilt lines.
+    assert planner.view.size == rendered_size(view, world.nodes, count_lines)
+    assert planner.cview.size == rendered_size(cview, world.nodes, count_lines)
+    # Every built line is 1 … 512 bytes (R10, R29).
+    for key in view:
+        if key in world.nodes:
+            assert 1 <= len(world.nodes[key].encode()) <= LINE_LIMIT
+    # R31: never more than `jobs` compactions at once; no built node runs.
+    assert len(planner.running) <= world.budget.jobs
+    for key in planner.running:
+        assert key not in world.nodes
+        if level(key):
+            assert all(half in world.nodes for half in children(key))
+    # R27: a node's context ends at the node and holds only built lines.
+    for key in planner.running:
+        context = planner.context(key)
+        assert context == cview[: len(context)]
+        limit = start(key) if level(key) == 0 else end(key)
+        assert all(end(line) <= limit and line in world.nodes for line in context)
+        following = cview[len(context)] if len(context) < len(cview) else None
+        assert following is None or end(following) > limit or following not in world.nodes
+
+
+def check_message(world: World, before: tuple, step) -> None:
+    """Laws of one message: R17, R18, R19, R21, R25.
+
+    `before` is the view, the compaction view and both shrinking flags before it.
+    """
+    before, before_cview, was_shrinking, was_cshrinking = before
+    planner = world.planner
+    budget, messages = world.budget, planner.messages
+    leaf = (messages - 1) << 6
+    appended = before + [leaf]
+    after = planner.view.ordered()
+    count_lines = budget.unit == "lines"
+    # Free leaves (R11): a message line of at most 512 bytes is its own leaf, word for word.
+    line = world.lines[-1]
+    if len(line.encode()) <= LINE_LIMIT:
+        assert world.nodes[leaf] == line
+    # Free parents are the children joined by one newline, and fit (R11).
+    for key in step.built:
+        if level(key):
+            assert world.nodes[key] == world.free_text(key)
+            assert len(world.nodes[key].encode()) <= LINE_LIMIT
+    # R19: a batch runs exactly when the view passed the ceiling or was shrinking.
+    size_then = rendered_size(appended, world.nodes, count_lines)
+    assert step.batch == (size_then > budget.ceiling or was_shrinking)
+    if not step.batch:
+        # R17: a message with no batch only appends its line.
+        assert after == appended
+        assert not step.merged
+    else:
+        # R18: each merge is the most due built pair, replacing two siblings by their parent.
+        current = list(appended)
+        for up in step.merged:
+            assert rendered_size(current, world.nodes, count_lines) > budget.floor
+            assert most_due_pair(current, world.nodes, messages) == up, name(up)
+            left, right = children(up)
+            at = current.index(left)
+            assert current[at + 1] == right
+            current[at : at + 2] = [up]
+        assert current == after
+        # The batch ends at or under the floor unless no pair can merge.
+        final = rendered_size(after, world.nodes, count_lines)
+        assert final <= budget.floor or most_due_pair(after, world.nodes, messages) is None
+        assert planner.view.shrinking == (final > budget.floor)
+        # R25: one merge record per batch, with t and the shrinking flag.
+        merges, t, still_open = world.records[-1]
+        assert t == messages and still_open == planner.view.shrinking
+        assert len(merges) == len(step.merged)
+    # R21: on a view merge the compaction view is the view fitted down, else it grows by the leaf.
+    cview = planner.cview.ordered()
+    if step.merged:
+        current = list(after)
+    else:
+        current = before_cview + [leaf]
+    size = rendered_size(current, world.nodes, count_lines)
+    must_fit = bool(step.merged) or size > budget.cceiling or was_cshrinking
+    if must_fit:
+        while size > budget.cfloor:
+            up = most_due_pair(current, world.nodes, messages)
+            if up is None:
+                break
+            left, _ = children(up)
+            at = current.index(left)
+            current[at : at + 2] = [up]
+            size = rendered_size(current, world.nodes, count_lines)
+        assert planner.cview.shrinking == (size > budget.cfloor)
+    assert cview == current
+
+
+def play(data, world: World, events: int) -> None:
+    draw = data.draw
+    for _ in range(events):
+        planner = world.planner
+        running = sorted(planner.running)
+        choice = draw(st.integers(0, 99))
+        if choice < 45 or not running:
+            before = (
+                list(planner.view.ordered()),
+                list(planner.cview.ordered()),
+                planner.view.shrinking,
+                planner.cview.shrinking,
+            )
+            small = draw(st.integers(0, 3)) > 0
+            text = _text(draw, 1, 500) if small else _text(draw, 513, 2500)
+            step = world.message(draw(st.sampled_from(["user", "everchat", "tool", "echo"])) + ": " + text)
+            check_message(world, before, step)
+        elif choice < 85:
+            key = draw(st.sampled_from(running))
+            text = _text(draw, 1, 500)
+            while len(text.encode()) > LINE_LIMIT:
+                text = text[:-1]
+            world.build(key, text)
+        elif choice < 93:
+            world.fail(draw(st.sampled_from(running)))
+        else:
+            saved = world.planner.saved_views()
+            lose_view = draw(st.booleans())
+            world.restart(lose_view=lose_view, lose_cview=draw(st.booleans()))
+            # R24: the view after a restart is byte-identical to the view before it.
+            assert world.planner.saved_views()[0]["view"] == saved[0]["view"]
+            assert world.planner.saved_views()[0]["open"] == saved[0]["open"]
+            assert not world.planner.running, "nothing runs right after a restart"
+            for key in world.planner.start_all():
+                assert key in world.planner.running
+        check_laws(world)
+
+
+_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
+
+
+@_SETTINGS
+@given(budgets(), st.data())
+def test_r13_r17_r18_r19_r21_r27_r31_laws_hold_over_random_histories(budget, data):
+    world = World(budget)
+    play(data, world, data.draw(st.integers(20, 160)))
+
+
+@_SETTINGS
+@given(budgets(), st.data())
+def test_r24_restart_gives_the_same_view_also_mid_batch(budget, data):
+    """Restarts at random moments, shrinking or not, with and without view.json."""
+    world = World(budget)
+    play(data, world, data.draw(st.integers(5, 60)))
+    for lose_view in (False, True):
+        saved = world.planner.saved_views()[0]
+        world.restart(lose_view=lose_view)
+        again = world.planner.saved_views()[0]
+        assert (again["t"], again["view"], again["open"]) == (saved["t"], saved["view"], saved["open"])
+        check_laws(world)
+
+
+def test_parent_key_arithmetic_matches_rule_r10():
+    # node(3, 5) is 40+8; its parent is node(4, 2) = 32+16; children 40+4 and 44+4.
+    from everchat.actors.memory import key_of
+
+    key = key_of(3, 5)
+    assert name(key) == "40+8" and name(parent(key)) == "32+16"
+    assert [name(half) for half in children(key)] == ["40+4", "44+4"]
