@@ -1,0 +1,96 @@
+"""The chat folder's own small files: `chat.json` and `repairs.json` (R1, R2).
+
+`chat.json` marks a folder as a chat and carries the folder format's version:
+`{"format": "everchat-chat", "version": 1, "created": "<ISO date>"}`.
+
+`repairs.json` remembers every torn last line the writer terminated (R2), so later opens
+and `check` accept exactly those spans and nothing else:
+`{"v": 1, "repairs": [{"file": "main/2026-10-08.jsonl", "offset": 1234, "length": 57,
+"found": "<ISO date>"}, ...]}`. It is not derived data (the log alone cannot tell a torn
+line from a damaged one), so it is replaced atomically, never rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from ._errors import CorruptRecord, NotAChat, StoreError
+from ._files import atomic_write, fsync_dir, read_small
+from ._scan import Repair
+
+__all__ = ["CHAT_VERSION", "is_chat", "make_layout", "read_chat_json", "load_repairs",
+           "save_repairs"]
+
+CHAT_VERSION = 1
+REPAIRS_VERSION = 1
+_FOLDERS = ("main", "tree", "assets")
+
+
+def is_chat(path: Path) -> bool:
+    """A chat folder has `chat.json` or, from before it existed, `main/`."""
+    return path.is_dir() and ((path / "chat.json").is_file() or (path / "main").is_dir())
+
+
+def make_layout(path: Path, now: datetime) -> None:
+    """Create what is missing of a chat folder's layout (R1), durably (R4)."""
+    changed = False
+    for name in _FOLDERS:
+        folder = path / name
+        if not folder.is_dir():
+            folder.mkdir()
+            changed = True
+    if not (path / "chat.json").is_file():
+        info = {"format": "everchat-chat", "version": CHAT_VERSION,
+                "created": now.isoformat(timespec="seconds")}
+        atomic_write(path / "chat.json", (json.dumps(info) + "\n").encode(), sync_dir=False)
+        changed = True
+    if changed:
+        fsync_dir(path)
+        fsync_dir(path.parent)
+
+
+def read_chat_json(path: Path) -> None:
+    """Refuse a chat folder written by a newer Everchat (format versions, STYLE 11)."""
+    data = read_small(path / "chat.json")
+    if data is None:
+        if not (path / "main").is_dir():
+            raise NotAChat(f"{path} holds no chat (no chat.json, no main/)")
+        return
+    try:
+        info = json.loads(data)
+        version = info["version"]
+    except (ValueError, KeyError, TypeError):
+        raise CorruptRecord(path / "chat.json", 0, "not a chat description") from None
+    if version != CHAT_VERSION:
+        raise StoreError(f"{path}: chat format version {version!r}; this Everchat reads "
+                         f"version {CHAT_VERSION}")
+
+
+def load_repairs(path: Path) -> set[Repair]:
+    """The torn spans terminated so far (R2)."""
+    file = path / "repairs.json"
+    data = read_small(file)
+    if data is None:
+        return set()
+    try:
+        raw = json.loads(data)
+        if raw["v"] != REPAIRS_VERSION:
+            raise StoreError(f"{file}: version {raw['v']!r}, this Everchat reads "
+                             f"{REPAIRS_VERSION}")
+        found = {Repair(r["file"], r["offset"], r["length"]) for r in raw["repairs"]}
+    except (ValueError, KeyError, TypeError):
+        raise CorruptRecord(file, 0, "not a list of repairs") from None
+    return found
+
+
+def save_repairs(path: Path, repairs: list[Repair], now: datetime) -> None:
+    """Add repairs to `repairs.json` (atomic replace, R4)."""
+    file = path / "repairs.json"
+    data = read_small(file)
+    raw = json.loads(data) if data is not None else {"v": REPAIRS_VERSION, "repairs": []}
+    when = now.isoformat(timespec="seconds")
+    raw["repairs"].extend({"file": r.file, "offset": r.offset, "length": r.length,
+                           "found": when} for r in repairs)
+    atomic_write(file, (json.dumps(raw, indent=1) + "\n").encode())

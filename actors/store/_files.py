@@ -1,0 +1,51 @@
+"""Small file-system helpers with the durability R4 asks for."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["write_all", "fsync_dir", "atomic_write", "read_small"]
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (one `write` call unless the kernel returns short)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a folder so that names created or renamed in it survive a crash (R4)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace `path` by `data` atomically (R4): temporary file, fsync, rename, fsync folder.
+
+    A crash leaves either the old file or the new one, never a mix; at worst a stray
+    `.<name>.tmp.<pid>` file stays behind."""
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def read_small(path: Path) -> bytes | None:
+    """The bytes of a small file, or None when it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,259 @@
+"""Walking the log: the tail scan at open and the full check (R2, R25, issue 2).
+
+Both walk day files line by line and validate every record the same way. The tail scan
+starts where the index's marker stops and fills the index in (writer: on disk, reader: in
+memory); `check_chat` starts at the beginning and compares every record with the index.
+
+R2 as applied here: a last line with no newline is torn (a crash mid-write) and skipped; a
+line that was torn once and terminated later is skipped when `repairs` lists exactly its
+file, offset and length; any other line that is not a valid record, and any gap or
+duplicate id, raises CorruptRecord with the file and byte offset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import NamedTuple
+
+from ._daylog import DayLog
+from ._errors import CorruptRecord
+from ._index import KEY, LOC, MERGE, LogIndex
+from ._records import Malformed, parse_message, parse_tree, part_of
+
+__all__ = ["Repair", "KeyGroups", "key_digest", "scan_main", "scan_tree", "check_chat",
+           "MainTail"]
+
+
+class Repair(NamedTuple):
+    """A torn last line (R2): its file (relative to the chat folder), offset and length."""
+
+    file: str
+    offset: int
+    length: int
+
+
+def key_digest(key: str) -> bytes:
+    """The 16-byte name of an idempotency key in `keys.idx`."""
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
+
+
+class KeyGroups:
+    """Follows keyed appends through the log and reports each one that is whole.
+
+    An append split by R8 is whole when parts 1 ... n of one key follow each other with
+    consecutive ids. Parts of an append torn by a crash never complete: their key is not
+    registered, so a resend logs the text again (the orphan parts stay, R2 forbids
+    removing them)."""
+
+    def __init__(self) -> None:
+        self._group: list | None = None  # [key, first id, parts, parts seen]
+
+    def feed(self, rec: dict, i: int) -> tuple[str, int, int] | None:
+        key = rec.get("key")
+        if key is None:
+            self._group = None
+            return None
+        k, n = part_of(rec)
+        g = self._group
+        if k == 1:
+            g = self._group = [key, i, n, 1]
+        elif g is not None and g[0] == key and g[2] == n and k == g[3] + 1 and i == g[1] + g[3]:
+            g[3] += 1
+        else:
+            self._group = None
+            return None
+        if g[3] == n:
+            self._group = None
+            return key, g[1], n
+        return None
+
+
+def _gap(i: int, expected: int) -> str:
+    if i < expected:
+        return f"duplicate id {i}: ids 0 ... {expected - 1} come before it (R2)"
+    return f"gap: id {i} where id {expected} was expected (R2)"
+
+
+class MainTail(NamedTuple):
+    entries: bytes
+    keys: bytes
+    torn: list[Repair]
+    next_id: int
+
+
+def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
+              repairs: set[Repair]) -> MainTail:
+    """Validate the message records from `start` on; their index and key entries."""
+    entries, keys, torn = bytearray(), bytearray(), []
+    next_id, groups = first_id, KeyGroups()
+    for ordinal, offset, line, terminated in log.lines_from(start):
+        rel = log.rel(ordinal)
+        if not terminated:
+            torn.append(Repair(rel, offset, len(line)))
+            continue
+        if Repair(rel, offset, len(line)) in repairs:
+            continue
+        try:
+            rec = parse_message(line)
+        except Malformed as exc:
+            raise CorruptRecord(chat / rel, offset, str(exc)) from None
+        if rec["i"] != next_id:
+            raise CorruptRecord(chat / rel, offset, _gap(rec["i"], next_id))
+        entries += LOC.pack(ordinal, len(line), offset)
+        whole = groups.feed(rec, next_id)
+        if whole is not None:
+            keys += KEY.pack(key_digest(whole[0]), whole[1], whole[2])
+        next_id += 1
+    return MainTail(bytes(entries), bytes(keys), torn, next_id)
+
+
+def _node_record_at(log: DayLog, loc: tuple[int, int, int]) -> tuple | None:
+    ordinal, length, offset = loc
+    data = log.pread(ordinal, offset, length + 1)
+    if len(data) != length + 1 or not data.endswith(b"\n"):
+        return None
+    try:
+        return parse_tree(data[:-1])
+    except Malformed:
+        return None
+
+
+def _tree_record(chat: Path, log: DayLog, index: LogIndex, ordinal: int, offset: int,
+                 line: bytes, count: int, last_t: int, *, fill: bool) -> tuple:
+    """Validate one tree record against the records before it; with `fill`, index it."""
+    rel = log.rel(ordinal)
+    try:
+        rec = parse_tree(line)
+    except Malformed as exc:
+        raise CorruptRecord(chat / rel, offset, str(exc)) from None
+    here = (ordinal, offset)
+    if rec[0] == "node":
+        _, level, i, _ = rec
+        if (i + 1) << level > count:
+            raise CorruptRecord(chat / rel, offset, f"node({level}, {i}) covers messages "
+                                f"up to {((i + 1) << level) - 1}; the log has {count} (R10)")
+        loc = (ordinal, len(line), offset)
+        slot = index.node_loc(level, i)
+        if slot is not None and slot != loc:
+            other = _node_record_at(log, slot)
+            if other is not None and other[:3] == rec[:3]:
+                first, second = sorted([(slot[0], slot[2]), here])
+                raise CorruptRecord(chat / log.rel(second[0]), second[1],
+                                    f"node({level}, {i}) is built a second time; it was "
+                                    f"built at {log.rel(first[0])} byte {first[1]} (R12)")
+        if fill:
+            index.slots.put(level, i, LOC.pack(*loc))
+        elif slot != loc:
+            raise CorruptRecord(index.slots.path(level), i * LOC.size,
+                                f"the index disagrees with the log about node({level}, {i})"
+                                f" at {rel} byte {offset}")
+        return rec
+    _, pairs, t, _ = rec
+    if t < last_t:
+        raise CorruptRecord(chat / rel, offset, f"merge record t={t} after t={last_t}: t "
+                            "never decreases (R25)")
+    if t > count:
+        raise CorruptRecord(chat / rel, offset, f"merge record t={t} but the log has "
+                            f"{count} messages (R25)")
+    for level, i in pairs:
+        slot = index.node_loc(level, i)
+        if slot is None or (slot[0], slot[2]) > here:
+            raise CorruptRecord(chat / rel, offset, f"merge record names node({level}, {i})"
+                                " before it is built (R18, R25)")
+    if fill:
+        index.merges.write(index.merges.count, MERGE.pack(t, ordinal, len(line), offset))
+    return rec
+
+
+def scan_tree(chat: Path, log: DayLog, index: LogIndex, start: tuple[int, int], count: int,
+              last_t: int, repairs: set[Repair]) -> tuple[list[Repair], int, int]:
+    """Validate the tree records from `start` on and index them. Returns the torn lines,
+    the number of records indexed and the last merge t."""
+    torn, seen = [], 0
+    for ordinal, offset, line, terminated in log.lines_from(start):
+        rel = log.rel(ordinal)
+        if not terminated:
+            torn.append(Repair(rel, offset, len(line)))
+            continue
+        if Repair(rel, offset, len(line)) in repairs:
+            continue
+        rec = _tree_record(chat, log, index, ordinal, offset, line, count, last_t, fill=True)
+        if rec[0] == "merge":
+            last_t = rec[2]
+        seen += 1
+    return torn, seen, last_t
+
+
+def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
+               repairs: set[Repair]) -> dict:
+    """Verify every record of the chat in one pass (issue 2: `everchat check`); raise
+    CorruptRecord at the first problem, else return counts."""
+    counts = {"messages": 0, "nodes": 0, "merges": 0, "files": 0, "bytes": 0, "torn": 0,
+              "repaired": 0}
+    files: set[tuple[str, int]] = set()
+    groups, keys_seen = KeyGroups(), 0
+    msgs = index.messages
+    for ordinal, offset, line, terminated in main.lines_from((0, 0)):
+        rel = main.rel(ordinal)
+        files.add((rel, ordinal))
+        counts["bytes"] += len(line) + terminated
+        if not terminated:
+            counts["torn"] += 1
+            continue
+        if Repair(rel, offset, len(line)) in repairs:
+            counts["repaired"] += 1
+            continue
+        i = counts["messages"]
+        try:
+            rec = parse_message(line)
+        except Malformed as exc:
+            raise CorruptRecord(chat / rel, offset, str(exc)) from None
+        if rec["i"] != i:
+            raise CorruptRecord(chat / rel, offset, _gap(rec["i"], i))
+        if i < msgs.count and index.message_loc(i) != (ordinal, len(line), offset):
+            raise CorruptRecord(msgs.path, i * LOC.size, f"the index disagrees with the log"
+                                f" about message {i} at {rel} byte {offset}")
+        whole = groups.feed(rec, i)
+        if whole is not None:
+            if keys_seen < index.keys.count:
+                entry = KEY.pack(key_digest(whole[0]), whole[1], whole[2])
+                if index.keys.read(keys_seen) != entry:
+                    raise CorruptRecord(index.keys.path, keys_seen * KEY.size,
+                                        f"the key index disagrees with the log about the "
+                                        f"append of message {whole[1]}")
+            keys_seen += 1
+        counts["messages"] = i + 1
+    if counts["messages"] < msgs.count:
+        raise CorruptRecord(msgs.path, counts["messages"] * LOC.size,
+                            f"the index knows {msgs.count} messages, the log only "
+                            f"{counts['messages']}")
+    last_t = 0
+    for ordinal, offset, line, terminated in tree.lines_from((0, 0)):
+        rel = tree.rel(ordinal)
+        files.add((rel, ordinal))
+        counts["bytes"] += len(line) + terminated
+        if not terminated:
+            counts["torn"] += 1
+            continue
+        if Repair(rel, offset, len(line)) in repairs:
+            counts["repaired"] += 1
+            continue
+        rec = _tree_record(chat, tree, index, ordinal, offset, line, counts["messages"],
+                           last_t, fill=False)
+        if rec[0] == "node":
+            counts["nodes"] += 1
+            continue
+        k = counts["merges"]
+        if k < index.merges.count and index.merge_entry(k) != (rec[2], ordinal, len(line),
+                                                                 offset):
+            raise CorruptRecord(index.merges.path, k * MERGE.size, f"the index disagrees "
+                                f"with the log about merge record {k} at {rel} byte {offset}")
+        last_t = rec[2]
+        counts["merges"] = k + 1
+    if counts["merges"] < index.merges.count:
+        raise CorruptRecord(index.merges.path, counts["merges"] * MERGE.size,
+                            f"the index knows {index.merges.count} merge records, the log "
+                            f"only {counts['merges']}")
+    counts["files"] = len(files)
+    return counts

@@ -1,0 +1,622 @@
+"""`ChatStore`: the log store of one chat folder, the pure core of the log writer actor.
+
+Plain Python, no threads: the log writer actor calls it from one thread (R5: one process,
+one writer). Every append is one `write` and one `fsync` before it returns (R4).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from . import _assets, _views
+from ._chat import is_chat, load_repairs, make_layout, read_chat_json, save_repairs
+from ._daylog import DayLog
+from ._errors import (BadInput, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
+                      StoreClosed, StoreError)
+from ._index import KEY, LOC, MERGE, LogIndex
+from ._lock import WriterLock
+from ._records import (KINDS, MAX_LEVEL, MAX_TEXT_BYTES, NODE_BYTES, Malformed,
+                       MessageRecord, check_meta, check_work_head, clip_echo, encode_merge,
+                       encode_message, encode_node, parse_message, parse_tree, split_text,
+                       utf8_size)
+from ._scan import Repair, check_chat, key_digest, scan_main, scan_tree
+
+__all__ = ["ChatStore"]
+
+log = logging.getLogger("everchat.store")
+
+_MAX_KEY_BYTES = 1024
+
+
+class _Prepared(NamedTuple):
+    kind: str
+    parts: list[str]
+    sizes: list[int]
+    key: str | None
+    images: tuple[str, ...]
+    metas: list[dict | None]
+
+
+def _default_clock() -> datetime:
+    return datetime.now().astimezone()
+
+
+class ChatStore:
+    """The log of one chat folder: messages, tree nodes, merge records, views, assets.
+
+    Open with `ChatStore.open`. A writer holds the folder's OS lock (R5) until `close`; a
+    reader (`writer=False`) never takes it and never writes a byte, also not to repair.
+    """
+
+    #: A checkpoint of the index (see `_index`) follows once this many log bytes were
+    #: appended since the last one, and at `close`. It bounds the tail an open after a
+    #: crash has to scan.
+    CHECKPOINT_BYTES = 4 * 1024 * 1024
+    #: Key idempotency horizon: an append whose key is among the last KEY_HORIZON keyed
+    #: appends of the chat (across close, reopen and crashes) is recognised and not logged
+    #: again; an older key is forgotten and its resend is logged anew.
+    KEY_HORIZON = 65_536
+
+    def __init__(self, path: Path, writer: bool, clock: Callable[[], datetime]) -> None:
+        self.path = path
+        self.writer = writer
+        self._clock = clock
+        self._lock = WriterLock(path) if writer else None
+        self._main = DayLog(path, "main")
+        self._tree = DayLog(path, "tree")
+        self._index: LogIndex | None = None
+        self._closed = False
+        self._broken: BaseException | None = None
+        self._count = 0
+        self._last_t = 0
+        self._since_checkpoint = 0
+        self._keys: dict[bytes, tuple[int, int]] | None = None
+        self._repairs: set[Repair] = set()
+        #: The torn last lines (R2) this open found and skipped (and, as the writer,
+        #: terminated): `Repair(file, offset, length)`, file relative to the chat folder.
+        self.repairs: list[Repair] = []
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, create: bool = False, writer: bool = True,
+             clock: Callable[[], datetime] | None = None) -> ChatStore:
+        """Open the chat folder at `path`.
+
+        `writer=True` takes the OS lock at once (R5) or raises ChatLocked naming the owner.
+        `create=True` makes a missing folder layout (writers only); without it a folder
+        that holds no chat raises NotAChat. `clock` returns an aware local datetime for
+        record dates and day files (default: now). Opening scans only the log past the
+        index's last checkpoint (O(tail), not O(history)); a torn last line is reported,
+        skipped and (writer) terminated (R2); any other bad record in that tail raises
+        CorruptRecord. `check` verifies the whole log."""
+        path = Path(path)
+        if create and not writer:
+            raise BadInput("create=True needs writer=True (R5: readers never write)")
+        store = cls(path, writer, clock or _default_clock)
+        try:
+            store._open(create)
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def __repr__(self) -> str:
+        role = "writer" if self.writer else "reader"
+        state = "closed" if self._closed else f"T={self._count}"
+        return f"<ChatStore {self.path} {role} pid={os.getpid()} host={socket.gethostname()} {state}>"
+
+    def __enter__(self) -> ChatStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _open(self, create: bool) -> None:
+        path = self.path
+        if not is_chat(path):
+            if not create:
+                raise NotAChat(f"{path} holds no chat (open it with create=True to make one)")
+            if path.exists() and not path.is_dir():
+                raise NotAChat(f"{path} is not a folder")
+            path.mkdir(parents=True, exist_ok=True)
+        if self._lock is not None:
+            self._lock.acquire()
+            make_layout(path, self._now())
+        read_chat_json(path)
+        self._repairs = load_repairs(path)
+        self._index = index = LogIndex(path, writable=self.writer)
+        rebuilt = not self._index_agrees()
+        if rebuilt:
+            if index.found is not None:
+                log.warning("%s: the index disagrees with the log; rebuilding it", self)
+            index.reset()
+        start = index.start
+        tail = scan_main(path, self._main, start.main, start.messages, self._repairs)
+        index.messages.write(start.messages, tail.entries)
+        index.keys.write(start.keys, tail.keys)
+        self._count = tail.next_id
+        self._last_t = index.merge_entry(start.merges - 1)[0] if start.merges else 0
+        torn, seen, self._last_t = scan_tree(path, self._tree, index, start.tree,
+                                             self._count, self._last_t, self._repairs)
+        self.repairs = tail.torn + torn
+        for r in self.repairs:
+            log.warning("%s: %s byte %d: torn last line of %d bytes (a crash mid-write) "
+                        "skipped (R2)", self, r.file, r.offset, r.length)
+        if self.writer:
+            self._terminate_torn()
+            self._main.open_tail()
+            self._tree.open_tail()
+            if rebuilt or tail.entries or seen or self.repairs:
+                self._checkpoint()
+
+    def _index_agrees(self) -> bool:
+        """Cheap agreement of the index's marker with the log: the files it covered are at
+        least as long as it says (else the log lost acknowledged bytes: CorruptRecord), and
+        the last message and merge entries point at those records."""
+        index = self._index
+        marker = index.found
+        if marker is None or not index.sizes_agree():
+            return False
+        for stream, (ordinal, offset) in ((self._main, marker.main), (self._tree, marker.tree)):
+            if ordinal:
+                size = stream.size(ordinal)
+                if size is None or size < offset:
+                    raise CorruptRecord(stream.path(ordinal), size or 0,
+                                        f"the log ends before byte {offset}, which the index "
+                                        "had covered: acknowledged records are missing")
+        try:
+            if marker.messages:
+                got = self._read_message_line(marker.messages - 1)
+                if parse_message(got)["i"] != marker.messages - 1:
+                    return False
+            if marker.merges:
+                t, ordinal, length, offset = index.merge_entry(marker.merges - 1)
+                rec = parse_tree(self._read_line(self._tree, ordinal, offset, length, "merge"))
+                if rec[0] != "merge" or rec[2] != t:
+                    return False
+        except (CorruptRecord, Malformed, OSError):
+            return False
+        return True
+
+    def _terminate_torn(self) -> None:
+        """R2: remember each torn span, then end it with a newline (in that order, so a
+        crash in between leaves a remembered span that is still torn, which is fine)."""
+        new = [r for r in self.repairs if r not in self._repairs]
+        if new:
+            save_repairs(self.path, new, self._now())
+            self._repairs.update(new)
+        for r in self.repairs:
+            stream = self._main if r.file.startswith("main/") else self._tree
+            stream.terminate(date.fromisoformat(r.file[-16:-6]).toordinal())
+
+    # -- state checks ---------------------------------------------------------------------
+
+    def _usable(self) -> LogIndex:
+        if self._closed:
+            raise StoreClosed(f"{self} is closed")
+        return self._index
+
+    def _writable(self) -> LogIndex:
+        index = self._usable()
+        if not self.writer:
+            raise ReadOnlyStore(f"{self} was opened read-only (R5)")
+        if self._broken is not None:
+            raise StoreBroken(f"{self}: an earlier write failed ({self._broken}); reopen "
+                              "the chat to recover") from self._broken
+        return index
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if not isinstance(now, datetime):
+            raise StoreError(f"the clock returned {now!r}, not a datetime")
+        return now if now.tzinfo is not None else now.astimezone()
+
+    # -- messages -------------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        """T: the number of messages; ids run 0 ... T-1 (R2)."""
+        self._usable()
+        return self._count
+
+    def append_message(self, kind: str, text: str, *, key: str | None = None,
+                       images: Iterable[str] = (), meta: dict | None = None) -> list[int]:
+        """Log one message and return its ids (several when R8 splits it).
+
+        R3 kind; an echo over 30,000 characters is clipped by R7, then any text over
+        16,000 UTF-8 bytes is split by R8 into consecutive records (meta `part`/`parts`);
+        the key and meta go on every part, the images on the first. A key already logged
+        (within KEY_HORIZON) returns the ids it got and writes nothing. One write and one
+        fsync before returning (R4)."""
+        return self.append_messages([(kind, text, key, images, meta)])[0]
+
+    def append_messages(self, items: Iterable[Any]) -> list[list[int]]:
+        """Group commit: log many messages with one write and one fsync, acknowledged
+        together (R4). Each item is a dict with the arguments of `append_message` or a tuple
+        `(kind, text[, key[, images[, meta]]])`. Validation comes first: one bad item
+        raises BadInput and nothing is written. Returns the ids of each item."""
+        index = self._writable()
+        prepared = [self._prepare(item) for item in items]
+        results: list[list[int] | None] = [None] * len(prepared)
+        in_batch: dict[str, int] = {}
+        fresh: list[int] = []
+        for n, p in enumerate(prepared):
+            if p.key is not None:
+                if p.key in in_batch:
+                    continue
+                known = self._lookup_key(p.key)
+                if known is not None:
+                    results[n] = known
+                    continue
+                in_batch[p.key] = n
+            fresh.append(n)
+        if fresh:
+            self._write_messages(index, prepared, fresh, results)
+        for n, p in enumerate(prepared):
+            if results[n] is None:
+                results[n] = list(results[in_batch[p.key]])
+        return results
+
+    def _prepare(self, item: Any) -> _Prepared:
+        if isinstance(item, dict):
+            unknown = item.keys() - {"kind", "text", "key", "images", "meta"}
+            if unknown:
+                raise BadInput(f"unknown message fields {sorted(unknown)}")
+            args = (item.get("kind"), item.get("text"), item.get("key"),
+                    item.get("images", ()), item.get("meta"))
+        elif isinstance(item, (tuple, list)) and 2 <= len(item) <= 5:
+            args = tuple(item) + (None, (), None)[len(item) - 2:]
+        else:
+            raise BadInput(f"a message is a dict or a (kind, text, key, images, meta) tuple,"
+                           f" got {item!r:.80}")
+        kind, text, key, images, meta = args
+        if kind not in KINDS:
+            raise BadInput(f"kind {kind!r} is not one of {sorted(KINDS)} (R3)")
+        if not isinstance(text, str):
+            raise BadInput(f"text must be a str, got {type(text).__name__}")
+        cut = 0
+        if kind == "echo":
+            text, cut = clip_echo(text)
+        if len(text) > MAX_TEXT_BYTES:
+            raise BadInput(f"a text of {len(text)} characters is over {MAX_TEXT_BYTES} bytes")
+        try:
+            size = utf8_size(text)
+        except UnicodeEncodeError:
+            raise BadInput("the text holds a lone surrogate; it is not UTF-8") from None
+        if size > MAX_TEXT_BYTES:
+            raise BadInput(f"a text of {size} bytes is over {MAX_TEXT_BYTES} bytes")
+        check_work_head(kind, text)
+        if key is not None:
+            if not isinstance(key, str) or not key:
+                raise BadInput("key must be a non-empty str")
+            try:
+                if utf8_size(key) > _MAX_KEY_BYTES:
+                    raise BadInput(f"key is over {_MAX_KEY_BYTES} bytes")
+            except UnicodeEncodeError:
+                raise BadInput("the key holds a lone surrogate") from None
+        if images is None:
+            images = ()
+        if isinstance(images, str) or not isinstance(images, Iterable):
+            raise BadInput("images must be a list of asset digests")
+        images = tuple(_assets.check_digest(d) for d in images)
+        for digest in images:
+            if not _assets.has_asset(self.path, digest):
+                raise BadInput(f"no asset {digest}: store it with put_asset first (R9)")
+        meta = check_meta(meta)
+        parts = split_text(text)
+        base = dict(meta or {}, cut=cut) if cut else meta
+        if len(parts) == 1:
+            return _Prepared(kind, parts, [size], key, images, [base])
+        n = len(parts)
+        metas = [dict(base or {}, part=k + 1, parts=n) for k in range(n)]
+        return _Prepared(kind, parts, [utf8_size(p) for p in parts], key, images, metas)
+
+    def _write_messages(self, index: LogIndex, prepared: list[_Prepared], fresh: list[int],
+                        results: list) -> None:
+        now = self._now()
+        date = now.isoformat(timespec="seconds")
+        day = max(now.date().toordinal(), self._main.ordinal)
+        lines, rel, keys = [], [], []
+        i, at = self._count, 0
+        for n in fresh:
+            p = prepared[n]
+            first = i
+            for k, (text, size) in enumerate(zip(p.parts, p.sizes)):
+                line = encode_message(i, p.kind, text, size, date, p.key,
+                                      p.images if k == 0 else (), p.metas[k])
+                lines.append(line)
+                rel.append((len(line) - 1, at))
+                at += len(line)
+                i += 1
+            results[n] = list(range(first, i))
+            if p.key is not None:
+                keys.append((key_digest(p.key), first, i - first))
+        data = b"".join(lines)
+        try:
+            offset = self._main.append(day, data)
+            index.messages.write(self._count, b"".join(
+                LOC.pack(day, length, offset + r) for length, r in rel))
+            if keys:
+                index.keys.write(index.keys.count, b"".join(KEY.pack(*k) for k in keys))
+        except OSError as exc:
+            self._broken = exc
+            raise StoreBroken(f"{self}: writing messages failed: {exc}") from exc
+        self._count = i
+        if self._keys is not None:
+            for digest, first, count in keys:
+                self._remember_key(digest, first, count)
+        self._wrote(len(data))
+
+    def _lookup_key(self, key: str) -> list[int] | None:
+        if self._keys is None:
+            self._keys = {d: (f, c) for d, f, c in self._index.key_entries(self.KEY_HORIZON)}
+        hit = self._keys.get(key_digest(key))
+        if hit is None:
+            return None
+        first, count = hit
+        if first + count > self._count or self.message(first).key != key:  # a digest collision: not this key after all
+            return None
+        return list(range(first, first + count))
+
+    def _remember_key(self, digest: bytes, first: int, count: int) -> None:
+        keys = self._keys
+        keys.pop(digest, None)
+        keys[digest] = (first, count)
+        if len(keys) > 2 * self.KEY_HORIZON:
+            self._keys = dict(list(keys.items())[-self.KEY_HORIZON:])
+
+    def _read_line(self, stream: DayLog, ordinal: int, offset: int, length: int,
+                   what: str) -> bytes:
+        data = stream.pread(ordinal, offset, length + 1)
+        if len(data) != length + 1 or data[-1:] != b"\n":
+            raise CorruptRecord(stream.path(ordinal), offset, f"the index puts {what} in a "
+                                f"{length}-byte line here; the log disagrees (run check)")
+        return data[:-1]
+
+    def _read_message_line(self, i: int) -> bytes:
+        ordinal, length, offset = self._index.message_loc(i)
+        return self._read_line(self._main, ordinal, offset, length, f"message {i}")
+
+    def message(self, i: int) -> MessageRecord:
+        """Message i, read by id through the index (one pread for the entry, one for the
+        record; no scan)."""
+        self._usable()
+        if type(i) is not int or not 0 <= i < self._count:
+            raise BadInput(f"no message {i!r}: the chat has ids 0 ... {self._count - 1}")
+        ordinal, length, offset = self._index.message_loc(i)
+        line = self._read_line(self._main, ordinal, offset, length, f"message {i}")
+        try:
+            rec = parse_message(line)
+        except Malformed as exc:
+            raise CorruptRecord(self._main.path(ordinal), offset, str(exc)) from None
+        if rec["i"] != i:
+            raise CorruptRecord(self._main.path(ordinal), offset,
+                                f"the index puts message {i} here but the record is id "
+                                f"{rec['i']} (run check)")
+        return MessageRecord(i, rec["kind"], rec["text"], rec["size"], rec["date"],
+                             rec.get("key"), tuple(rec.get("images", ())), rec.get("meta"))
+
+    def message_line(self, i: int) -> str:
+        """Message i's line `kind: text` (R11, R28)."""
+        return self.message(i).line
+
+    # -- the tree -------------------------------------------------------------------------
+
+    def append_nodes(self, nodes: Iterable[tuple[int, int, str]]) -> int:
+        """Log built nodes `(l, i, text)` with one write and one fsync (R4, R12). A node
+        built before with the same text is ignored; with another text: StoreError, and
+        nothing of the batch is written. Texts are 1 ... 512 UTF-8 bytes (R10, R29), and a
+        node covers only logged messages. Returns how many nodes were written."""
+        index = self._writable()
+        fresh: dict[tuple[int, int], tuple[str, int]] = {}
+        for item in nodes:
+            try:
+                level, i, text = item
+            except (TypeError, ValueError):
+                raise BadInput(f"a node is (l, i, text), got {item!r:.80}") from None
+            self._check_node_id(level, i)
+            if (i + 1) << level > self._count:
+                raise BadInput(f"node({level}, {i}) covers messages up to "
+                               f"{((i + 1) << level) - 1}; the chat has {self._count} (R10)")
+            if not isinstance(text, str):
+                raise BadInput(f"node text must be a str, got {type(text).__name__}")
+            try:
+                size = utf8_size(text)
+            except UnicodeEncodeError:
+                raise BadInput("the node text holds a lone surrogate") from None
+            if not 1 <= size <= NODE_BYTES:
+                raise BadInput(f"node({level}, {i}) text is {size} bytes, not 1 ... "
+                               f"{NODE_BYTES} (R10)")
+            old = fresh[(level, i)][0] if (level, i) in fresh else self.node(level, i)
+            if old is not None:
+                if old != text:
+                    raise StoreError(f"node({level}, {i}) is already built with another "
+                                     "text; a node is built once (R12)")
+                continue
+            fresh[(level, i)] = (text, size)
+        if not fresh:
+            return 0
+        lines = [encode_node(level, i, text, size)
+                 for (level, i), (text, size) in fresh.items()]
+        data = b"".join(lines)
+        day = max(self._now().date().toordinal(), self._tree.ordinal)
+        try:
+            at = self._tree.append(day, data)
+            for (level, i), line in zip(fresh, lines):
+                index.slots.put(level, i, LOC.pack(day, len(line) - 1, at))
+                at += len(line)
+        except OSError as exc:
+            self._broken = exc
+            raise StoreBroken(f"{self}: writing nodes failed: {exc}") from exc
+        self._wrote(len(data))
+        return len(fresh)
+
+    @staticmethod
+    def _check_node_id(level: Any, i: Any) -> None:
+        if type(level) is not int or type(i) is not int or level < 0 or i < 0:
+            raise BadInput(f"node({level!r}, {i!r}): l and i are natural numbers")
+        if level > MAX_LEVEL:
+            raise BadInput(f"level {level} is above {MAX_LEVEL}")
+
+    def node(self, level: int, i: int) -> str | None:
+        """The text of node(l, i), or None when it is not built (R10). One pread of its
+        index slot, one of its record: no scan."""
+        index = self._usable()
+        self._check_node_id(level, i)
+        loc = index.node_loc(level, i)
+        if loc is None:
+            return None
+        ordinal, length, offset = loc
+        line = self._read_line(self._tree, ordinal, offset, length, f"node({level}, {i})")
+        try:
+            rec = parse_tree(line)
+        except Malformed as exc:
+            raise CorruptRecord(self._tree.path(ordinal), offset, str(exc)) from None
+        if rec[:3] != ("node", level, i):
+            raise CorruptRecord(self._tree.path(ordinal), offset, f"the index puts "
+                                f"node({level}, {i}) here but the record differs (run check)")
+        return rec[3]
+
+    def append_merge(self, merges: Iterable[tuple[int, int]], t: int, open: bool) -> None:
+        """Log one merge record `{"merge": [[l, i] ...], "t": T, "open": bool}` (R25): the
+        parents a batch produced, in order, with one write and one fsync (R4). Every parent
+        must be built (R18); t never decreases and is at most the message count."""
+        index = self._writable()
+        pairs = []
+        for pair in merges:
+            try:
+                level, i = pair
+            except (TypeError, ValueError):
+                raise BadInput(f"a merge is an (l, i) pair, got {pair!r:.80}") from None
+            self._check_node_id(level, i)
+            if level < 1 or index.node_loc(level, i) is None:
+                raise BadInput(f"node({level}, {i}) is not a built parent; only built "
+                               "parents merge (R18)")
+            pairs.append((level, i))
+        if type(t) is not int or not self._last_t <= t <= self._count:
+            raise BadInput(f"t={t!r} must be an int in {self._last_t} ... {self._count} "
+                           "(t never decreases, R25)")
+        if type(open) is not bool:
+            raise BadInput(f"open must be a bool, got {open!r}")
+        line = encode_merge(pairs, t, open)
+        day = max(self._now().date().toordinal(), self._tree.ordinal)
+        try:
+            offset = self._tree.append(day, line)
+            index.merges.write(index.merges.count, MERGE.pack(t, day, len(line) - 1, offset))
+        except OSError as exc:
+            self._broken = exc
+            raise StoreBroken(f"{self}: writing a merge record failed: {exc}") from exc
+        self._last_t = t
+        self._wrote(len(line))
+
+    def merge_records(self, after_t: int = -1) -> list[tuple[list[tuple[int, int]], int, bool]]:
+        """The merge records with t > after_t in log order (R24, R25): a binary search in
+        the merge index, then one pread per record returned."""
+        index = self._usable()
+        first = index.first_merge_after(after_t)
+        count = index.merges.count - first
+        out = []
+        if count <= 0:
+            return out
+        for t, ordinal, length, offset in MERGE.iter_unpack(index.merges.read(first, count)):
+            line = self._read_line(self._tree, ordinal, offset, length, "a merge record")
+            try:
+                rec = parse_tree(line)
+            except Malformed as exc:
+                raise CorruptRecord(self._tree.path(ordinal), offset, str(exc)) from None
+            if rec[0] != "merge" or rec[2] != t:
+                raise CorruptRecord(self._tree.path(ordinal), offset, "the index puts a "
+                                    f"merge record with t={t} here; the log differs")
+            out.append((rec[1], rec[2], rec[3]))
+        return out
+
+    # -- views and assets -------------------------------------------------------------------
+
+    def save_views(self, view: dict, cview: dict) -> None:
+        """Save `view.json` and `compaction-view.json` atomically (R4, R22)."""
+        self._writable()
+        _views.save_views(self.path, view, cview)
+
+    def load_views(self) -> tuple[dict | None, dict | None]:
+        """(view, compaction view) as saved; None for a missing file (R24)."""
+        self._usable()
+        return _views.load_views(self.path)
+
+    def put_asset(self, data: bytes) -> str:
+        """Store an image once under `assets/<sha256>` and return the digest (R9)."""
+        self._writable()
+        return _assets.put_asset(self.path, data)
+
+    def asset(self, digest: str) -> bytes:
+        """The bytes of a stored image (R9)."""
+        self._usable()
+        return _assets.read_asset(self.path, digest)
+
+    # -- whole-chat operations --------------------------------------------------------------
+
+    def check(self) -> dict:
+        """Verify every record of the chat in one pass: ids 0 ... T-1 without gap or
+        duplicate (R2), valid records and kinds (R1, R3), sizes, node texts (R10), merge
+        records (R25), and that the index agrees with the log. Raises CorruptRecord at the
+        first problem; returns counts (messages, nodes, merges, files, bytes, torn,
+        repaired)."""
+        index = self._usable()
+        return check_chat(self.path, self._main, self._tree, index, self._repairs)
+
+    def rebuild_index(self) -> None:
+        """Throw the index away and rebuild it from the log (writer only): the repair when
+        `check` reports that the index disagrees with the log."""
+        index = self._writable()
+        index.reset()
+        tail = scan_main(self.path, self._main, (0, 0), 0, self._repairs)
+        index.messages.write(0, tail.entries)
+        index.keys.write(0, tail.keys)
+        _, _, self._last_t = scan_tree(self.path, self._tree, index, (0, 0), tail.next_id, 0,
+                                       self._repairs)
+        self._count = tail.next_id
+        self._keys = None
+        self._checkpoint()
+
+    def _wrote(self, nbytes: int) -> None:
+        self._since_checkpoint += nbytes
+        if self._since_checkpoint >= self.CHECKPOINT_BYTES:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        try:
+            self._index.checkpoint(self._main.position, self._tree.position)
+        except OSError as exc:
+            self._broken = exc
+            raise StoreBroken(f"{self}: checkpointing the index failed: {exc}") from exc
+        self._since_checkpoint = 0
+
+    def close(self) -> None:
+        """Checkpoint the index (writer), close every file and drop the lock. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self.writer and self._broken is None and self._since_checkpoint:
+                self._checkpoint()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        if self._index is not None:
+            self._index.close()
+        self._main.close()
+        self._tree.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    def _abandon(self) -> None:
+        """For tests: drop every file and the lock as `kill -9` would, without the
+        checkpoint `close` makes."""
+        self._release()
