@@ -44,7 +44,8 @@ class ScenarioSession:
     def __init__(self) -> None:
         self.planner: Planner | None = None
 
-    def feed(self, line: str) -> str:
+    def feed(self, line: str) -> str | None:
+        """One scenario line in; its state line out (None for the parameters line)."""
         try:
             event = json.loads(line)
         except ValueError as error:
@@ -54,7 +55,7 @@ class ScenarioSession:
         try:
             if self.planner is None:
                 self.planner = Planner(self._budget(event))
-                return self._state([])
+                return None  # the parameters line is not an event: nothing to print
             return self._event(self.planner, event)
         except PlannerError as error:
             raise ScenarioError(str(error)) from None
@@ -122,8 +123,9 @@ def main() -> int:
             out.flush()
             print(f"error: {error}", file=sys.stderr, flush=True)
             return 2
-        out.write(state + "\n")
-        out.flush()
+        if state is not None:
+            out.write(state + "\n")
+            out.flush()
     return 0
 
 
