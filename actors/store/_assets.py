@@ -70,5 +70,5 @@ def read_asset(chat: Path, digest: str) -> bytes:
     except FileNotFoundError:
         raise BadInput(f"no asset {digest}") from None
     if hashlib.sha256(data).hexdigest() != digest:
-        raise CorruptRecord(f"assets/{digest}", 0, "the bytes do not hash to the file name")
+        raise CorruptRecord(path, 0, "the bytes do not hash to the file name")
     return data

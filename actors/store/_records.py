@@ -2,7 +2,8 @@
 
 Message records (R1) are `{"i", "kind", "text", "size", "date"}` with optional `key`,
 `images` and `meta`; node records are `{"l", "i", "text", "size"}`; merge records (R25) are
-`{"merge": [[l, i], ...], "t": T, "open": bool}`. Lines are compact JSON with
+`{"merge": [[l, i], ...], "t": T, "open": bool}`, each merged pair named by its left
+member `(l, i)`, i even, as R18 names pairs. Lines are compact JSON with
 `ensure_ascii=False`, one object a line, ended by one `\\n`.
 
 This module is pure: it turns values into line bytes and line bytes back into values,
@@ -292,9 +293,10 @@ def parse_tree(line: bytes) -> tuple:
         out = []
         for pair in pairs:
             if (type(pair) is not list or len(pair) != 2 or type(pair[0]) is not int
-                    or type(pair[1]) is not int or not 1 <= pair[0] <= MAX_LEVEL
-                    or pair[1] < 0):
-                raise Malformed(f"merge pair {pair!r} is not a parent node [l >= 1, i >= 0]")
+                    or type(pair[1]) is not int or not 0 <= pair[0] < MAX_LEVEL
+                    or pair[1] < 0 or pair[1] % 2):
+                raise Malformed(f"merge pair {pair!r} is not a pair's left member "
+                                "[l >= 0, even i >= 0] (R18, R25)")
             out.append((pair[0], pair[1]))
         t = _nat(rec, "t")
         if type(rec["open"]) is not bool:

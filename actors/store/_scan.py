@@ -157,10 +157,12 @@ def _tree_record(chat: Path, log: DayLog, index: LogIndex, ordinal: int, offset:
         raise CorruptRecord(chat / rel, offset, f"merge record t={t} but the log has "
                             f"{count} messages (R25)")
     for level, i in pairs:
-        slot = index.node_loc(level, i)
+        # A pair is named by its left member (R18); its parent must be built before.
+        slot = index.node_loc(level + 1, i // 2)
         if slot is None or (slot[0], slot[2]) > here:
-            raise CorruptRecord(chat / rel, offset, f"merge record names node({level}, {i})"
-                                " before it is built (R18, R25)")
+            raise CorruptRecord(chat / rel, offset, f"merge record merges pair [{level}, {i}]"
+                                f" before its parent node({level + 1}, {i // 2}) is built"
+                                " (R18, R25)")
     if fill:
         index.merges.write(index.merges.count, MERGE.pack(t, ordinal, len(line), offset))
     return rec

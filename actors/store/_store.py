@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import _assets, _views
 from ._chat import is_chat, load_repairs, make_layout, read_chat_json, save_repairs
@@ -21,27 +21,14 @@ from ._errors import (BadInput, CorruptRecord, NotAChat, ReadOnlyStore, StoreBro
                       StoreClosed, StoreError)
 from ._index import KEY, LOC, MERGE, LogIndex
 from ._lock import WriterLock
-from ._records import (KINDS, MAX_LEVEL, MAX_TEXT_BYTES, NODE_BYTES, Malformed,
-                       MessageRecord, check_meta, check_work_head, clip_echo, encode_merge,
-                       encode_message, encode_node, parse_message, parse_tree, split_text,
-                       utf8_size)
+from ._prepare import Prepared, check_node, check_node_id, prepare_message
+from ._records import (MAX_LEVEL, Malformed, MessageRecord, encode_merge, encode_message,
+                       encode_node, parse_message, parse_tree)
 from ._scan import Repair, check_chat, key_digest, scan_main, scan_tree
 
 __all__ = ["ChatStore"]
 
 log = logging.getLogger("everchat.store")
-
-_MAX_KEY_BYTES = 1024
-
-
-class _Prepared(NamedTuple):
-    kind: str
-    parts: list[str]
-    sizes: list[int]
-    key: str | None
-    images: tuple[str, ...]
-    metas: list[dict | None]
-
 
 def _default_clock() -> datetime:
     return datetime.now().astimezone()
@@ -243,7 +230,7 @@ class ChatStore:
         `(kind, text[, key[, images[, meta]]])`. Validation comes first: one bad item
         raises BadInput and nothing is written. Returns the ids of each item."""
         index = self._writable()
-        prepared = [self._prepare(item) for item in items]
+        prepared = [prepare_message(self.path, item) for item in items]
         results: list[list[int] | None] = [None] * len(prepared)
         in_batch: dict[str, int] = {}
         fresh: list[int] = []
@@ -264,61 +251,7 @@ class ChatStore:
                 results[n] = list(results[in_batch[p.key]])
         return results
 
-    def _prepare(self, item: Any) -> _Prepared:
-        if isinstance(item, dict):
-            unknown = item.keys() - {"kind", "text", "key", "images", "meta"}
-            if unknown:
-                raise BadInput(f"unknown message fields {sorted(unknown)}")
-            args = (item.get("kind"), item.get("text"), item.get("key"),
-                    item.get("images", ()), item.get("meta"))
-        elif isinstance(item, (tuple, list)) and 2 <= len(item) <= 5:
-            args = tuple(item) + (None, (), None)[len(item) - 2:]
-        else:
-            raise BadInput(f"a message is a dict or a (kind, text, key, images, meta) tuple,"
-                           f" got {item!r:.80}")
-        kind, text, key, images, meta = args
-        if kind not in KINDS:
-            raise BadInput(f"kind {kind!r} is not one of {sorted(KINDS)} (R3)")
-        if not isinstance(text, str):
-            raise BadInput(f"text must be a str, got {type(text).__name__}")
-        cut = 0
-        if kind == "echo":
-            text, cut = clip_echo(text)
-        if len(text) > MAX_TEXT_BYTES:
-            raise BadInput(f"a text of {len(text)} characters is over {MAX_TEXT_BYTES} bytes")
-        try:
-            size = utf8_size(text)
-        except UnicodeEncodeError:
-            raise BadInput("the text holds a lone surrogate; it is not UTF-8") from None
-        if size > MAX_TEXT_BYTES:
-            raise BadInput(f"a text of {size} bytes is over {MAX_TEXT_BYTES} bytes")
-        check_work_head(kind, text)
-        if key is not None:
-            if not isinstance(key, str) or not key:
-                raise BadInput("key must be a non-empty str")
-            try:
-                if utf8_size(key) > _MAX_KEY_BYTES:
-                    raise BadInput(f"key is over {_MAX_KEY_BYTES} bytes")
-            except UnicodeEncodeError:
-                raise BadInput("the key holds a lone surrogate") from None
-        if images is None:
-            images = ()
-        if isinstance(images, str) or not isinstance(images, Iterable):
-            raise BadInput("images must be a list of asset digests")
-        images = tuple(_assets.check_digest(d) for d in images)
-        for digest in images:
-            if not _assets.has_asset(self.path, digest):
-                raise BadInput(f"no asset {digest}: store it with put_asset first (R9)")
-        meta = check_meta(meta)
-        parts = split_text(text)
-        base = dict(meta or {}, cut=cut) if cut else meta
-        if len(parts) == 1:
-            return _Prepared(kind, parts, [size], key, images, [base])
-        n = len(parts)
-        metas = [dict(base or {}, part=k + 1, parts=n) for k in range(n)]
-        return _Prepared(kind, parts, [utf8_size(p) for p in parts], key, images, metas)
-
-    def _write_messages(self, index: LogIndex, prepared: list[_Prepared], fresh: list[int],
+    def _write_messages(self, index: LogIndex, prepared: list[Prepared], fresh: list[int],
                         results: list) -> None:
         now = self._now()
         date = now.isoformat(timespec="seconds")
@@ -417,23 +350,7 @@ class ChatStore:
         index = self._writable()
         fresh: dict[tuple[int, int], tuple[str, int]] = {}
         for item in nodes:
-            try:
-                level, i, text = item
-            except (TypeError, ValueError):
-                raise BadInput(f"a node is (l, i, text), got {item!r:.80}") from None
-            self._check_node_id(level, i)
-            if (i + 1) << level > self._count:
-                raise BadInput(f"node({level}, {i}) covers messages up to "
-                               f"{((i + 1) << level) - 1}; the chat has {self._count} (R10)")
-            if not isinstance(text, str):
-                raise BadInput(f"node text must be a str, got {type(text).__name__}")
-            try:
-                size = utf8_size(text)
-            except UnicodeEncodeError:
-                raise BadInput("the node text holds a lone surrogate") from None
-            if not 1 <= size <= NODE_BYTES:
-                raise BadInput(f"node({level}, {i}) text is {size} bytes, not 1 ... "
-                               f"{NODE_BYTES} (R10)")
+            level, i, text, size = check_node(item, self._count)
             old = fresh[(level, i)][0] if (level, i) in fresh else self.node(level, i)
             if old is not None:
                 if old != text:
@@ -458,18 +375,11 @@ class ChatStore:
         self._wrote(len(data))
         return len(fresh)
 
-    @staticmethod
-    def _check_node_id(level: Any, i: Any) -> None:
-        if type(level) is not int or type(i) is not int or level < 0 or i < 0:
-            raise BadInput(f"node({level!r}, {i!r}): l and i are natural numbers")
-        if level > MAX_LEVEL:
-            raise BadInput(f"level {level} is above {MAX_LEVEL}")
-
     def node(self, level: int, i: int) -> str | None:
         """The text of node(l, i), or None when it is not built (R10). One pread of its
         index slot, one of its record: no scan."""
         index = self._usable()
-        self._check_node_id(level, i)
+        check_node_id(level, i)
         loc = index.node_loc(level, i)
         if loc is None:
             return None
@@ -486,8 +396,10 @@ class ChatStore:
 
     def append_merge(self, merges: Iterable[tuple[int, int]], t: int, open: bool) -> None:
         """Log one merge record `{"merge": [[l, i] ...], "t": T, "open": bool}` (R25): the
-        parents a batch produced, in order, with one write and one fsync (R4). Every parent
-        must be built (R18); t never decreases and is at most the message count."""
+        pairs a batch merged, in order, each named as R18 names a pair, by its left member
+        `(l, i)` with i even, with one write and one fsync (R4). Every pair's parent
+        `(l + 1, i / 2)` must be built (R18); t never decreases and is at most the message
+        count."""
         index = self._writable()
         pairs = []
         for pair in merges:
@@ -495,10 +407,10 @@ class ChatStore:
                 level, i = pair
             except (TypeError, ValueError):
                 raise BadInput(f"a merge is an (l, i) pair, got {pair!r:.80}") from None
-            self._check_node_id(level, i)
-            if level < 1 or index.node_loc(level, i) is None:
-                raise BadInput(f"node({level}, {i}) is not a built parent; only built "
-                               "parents merge (R18)")
+            check_node_id(level, i)
+            if i % 2 or level >= MAX_LEVEL or index.node_loc(level + 1, i // 2) is None:
+                raise BadInput(f"[{level}, {i}] is not the left member of a pair with a built "
+                               "parent; only built parents merge (R18)")
             pairs.append((level, i))
         if type(t) is not int or not self._last_t <= t <= self._count:
             raise BadInput(f"t={t!r} must be an int in {self._last_t} ... {self._count} "

@@ -47,14 +47,15 @@ def _load(chat: Path, name: str) -> dict | None:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptRecord(name, exc.start, "not UTF-8") from None
+        raise CorruptRecord(chat / name, exc.start, "not UTF-8") from None
     try:
         value = json.loads(text)
     except ValueError as exc:
         pos = getattr(exc, "pos", 0)
-        raise CorruptRecord(name, len(text[:pos].encode()), f"not valid JSON: {exc}") from None
+        raise CorruptRecord(chat / name, len(text[:pos].encode()),
+                            f"not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise CorruptRecord(name, 0, "not a JSON object")
+        raise CorruptRecord(chat / name, 0, "not a JSON object")
     return value
 
 
