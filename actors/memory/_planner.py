@@ -29,6 +29,8 @@ from ._view import View
 
 __all__ = ["Budget", "Step", "Planner", "PlannerError", "NodeSource"]
 
+_LEVEL_MASK = (1 << LEVEL_BITS) - 1
+
 _LEAF_WINDOW = 8
 """R31: a leaf is ready once fewer than 8 lines before it in the view are unbuilt."""
 
@@ -165,14 +167,39 @@ class Planner:
         return step
 
     def node_built(self, key: int, text_bytes: int, text: str | None = None) -> Step:
-        """A running compaction finished with a line of `text_bytes` (1 … 512)."""
+        """A running compaction finished with a line of `text_bytes` (1 … 512).
+
+        Records it, runs the free cascade (R11) and starts what may start. Builds
+        never change the views' lines (R19), only an unbuilt line's size (R16).
+        """
         if key not in self.running:
             raise PlannerError(f"node {name(key)} is not running")
         if not 1 <= text_bytes <= LINE_LIMIT:
             raise PlannerError(f"a built line is 1 to {LINE_LIMIT} bytes, not {text_bytes}")
         del self.running[key]
         step = Step()
-        self._record_built(key, text_bytes, text, step)
+        tree, view, cview = self.tree, self.view, self.cview
+        built = step.built
+        ready = tree.build(key, text_bytes, text, built)
+        if ready >= 0:
+            self.merge_queue.append(ready)
+        if key & _LEVEL_MASK:
+            # A merge is never a line (only leaves are unbuilt lines); it and the free
+            # parents above it may now sit over two lines.
+            for up in built:
+                view.on_parent_built(up, tree)
+                cview.on_parent_built(up, tree)
+        else:
+            self.pending.remove(key >> LEVEL_BITS)
+            unbuilt = placeholder_bytes(key)
+            view.on_leaf_built(key, tree, unbuilt)
+            cview.on_leaf_built(key, tree, unbuilt)
+            for up in built[1:]:
+                view.on_parent_built(up, tree)
+                cview.on_parent_built(up, tree)
+        del built[0]  # the caller built that one; only free ones are news
+        if text is not None:
+            step.built_texts = [tree.text[up] for up in built]
         self._start(step.started)
         return step
 
@@ -185,21 +212,6 @@ class Planner:
         step = Step()
         self._start(step.started)
         return step
-
-    def _record_built(self, key: int, text_bytes: int, text: str | None, step: Step) -> None:
-        tree = self.tree
-        unbuilt = placeholder_bytes(key)
-        if level(key) == 0:
-            self.pending.remove(start(key))
-        ready = tree.build(key, text_bytes, text, step.built)
-        if ready >= 0:
-            self.merge_queue.append(ready)
-        for built in step.built:
-            self.view.on_built(built, tree, unbuilt)
-            self.cview.on_built(built, tree, unbuilt)
-        del step.built[0]  # the caller built that one; only free ones are news
-        if text is not None:
-            step.built_texts = [tree.text[key] for key in step.built]
 
     def _retry_failed(self) -> None:
         """Section 8 (1): failed merges rejoin the merge queue, lower level first."""

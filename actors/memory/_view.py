@@ -69,19 +69,17 @@ class View:
             if up in tree.raw:
                 self.candidates.add(up)
 
-    def on_built(self, key: int, tree: Tree, unbuilt_size: int) -> None:
-        """A node got built: a line's size changes, or a pair becomes mergeable.
+    def on_leaf_built(self, key: int, tree: Tree, unbuilt_size: int) -> None:
+        """A leaf got built: if it is a line, its size changes from `unbuilt_size` (R16)."""
+        if key in self.members and not self.count_lines:
+            self.size += tree.line[key] - unbuilt_size
 
-        `unbuilt_size` is what the node's line counted before (its placeholder).
-        """
-        if key in self.members:
-            if not self.count_lines:
-                self.size += tree.line[key] - unbuilt_size
-            return
-        if key & ((1 << LEVEL_BITS) - 1):
-            left, right = children(key)
-            if left in self.members and right in self.members:
-                self.candidates.add(key)
+    def on_parent_built(self, up: int, tree: Tree) -> None:
+        """A parent got built: if its halves are both lines, they may merge (R18)."""
+        left = up - 1  # the left half's key: same first message, one level down
+        members = self.members
+        if left in members and left + ((1 << ((up & _LEVEL_MASK) - 1)) << LEVEL_BITS) in members:
+            self.candidates.add(up)
 
     def _note_pair(self, key: int, tree: Tree) -> None:
         """If `key` and its sibling are both lines and their parent is built, they may merge."""
