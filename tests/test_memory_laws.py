@@ -236,3 +236,21 @@ def test_parent_key_arithmetic_matches_rule_r10():
     key = key_of(3, 5)
     assert name(key) == "40+8" and name(parent(key)) == "32+16"
     assert [name(half) for half in children(key)] == ["40+4", "44+4"]
+
+
+def test_r19_r24_a_restart_in_the_middle_of_a_shrinking_batch_keeps_it_going():
+    """A batch that cannot reach the floor goes on at each message, across restarts."""
+    for lose_view in (False, True):
+        world = World(Budget(ceiling=400, floor=100, cceiling=300, cfloor=50, jobs=1))
+        for n in range(12):
+            world.message(f"user: message {n} " + "p" * 600)  # needs a compaction each
+        for key in sorted(world.planner.running):
+            world.build(key, "built")
+        assert world.planner.view.shrinking, "with one job most parents are unbuilt: still shrinking"
+        saved = world.planner.saved_views()[0]
+        world.restart(lose_view=lose_view)
+        assert world.planner.saved_views()[0] == saved
+        # R19: the next message runs a batch because the view is still shrinking.
+        records = len(world.records)
+        step = world.message("user: next")
+        assert step.batch and len(world.records) == records + 1
