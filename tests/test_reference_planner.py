@@ -25,6 +25,7 @@ from everchat.tools.scenario_driver import (
 )
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
+PRODUCTION = TOOLS / "planner_scenario.py"
 
 
 def run(params: dict, events: list[dict]) -> tuple[ReferencePlanner, list[str]]:
@@ -513,3 +514,12 @@ def test_the_driver_reports_the_first_line_where_two_planners_differ() -> None:
     assert not check.agree
     assert "planner:   T=4 " in check.difference
     assert "reference: T=3 " in check.difference
+
+
+@pytest.mark.skipif(not PRODUCTION.exists(), reason="no production planner_scenario.py yet")
+def test_the_production_planner_agrees_with_the_reference_byte_for_byte() -> None:
+    command = [sys.executable, str(PRODUCTION)]
+    for seed in range(10):
+        check = cross_check(command, seed=seed, events=200, bad=True)
+        assert check.agree, check.difference
+    assert push_check_mismatch(play_push_check(command, 2000, seed=4)) is None

@@ -10,7 +10,9 @@ Readings of the points SPEC.md leaves open (to compare with the production plann
 1. Parameters line. It prints nothing. Its keys are ``ceiling``, ``floor``, ``cceiling``,
    ``cfloor`` (integers >= 0), ``jobs`` (integer 1..8, R31) and ``unit`` (``"bytes"`` or
    ``"lines"``). A missing key takes the value shown in the SPEC example (the R19/R21/R31
-   defaults: 128000, 64000, 32000, 16000, 8, "bytes"); any other key is malformed.
+   defaults: 128000, 64000, 32000, 16000, 8, "bytes"); any other key is malformed. SPEC
+   requires no order between a floor and its ceiling, so a floor above its ceiling (here
+   or on an ``m``) is accepted: a batch then merges only while the size passes the floor.
 2. Integers must be JSON integers: ``true``, ``3.0`` or ``"3"`` are malformed.
 3. Events. An event is a JSON object with exactly one of ``m``, ``b``, ``f``. ``m`` may also
    carry ``ceiling`` and/or ``floor`` (either alone is fine); they replace the view budgets

@@ -20,6 +20,7 @@ Command line::
 
     python tools/scenario_driver.py --seed 7 --events 300 [--cmd "python tools/planner_scenario.py"]
         [--compare] [--bad] [--runs 100] [--write-events run-{seed}.jsonl] [--timeout 10]
+        [--params-answer]
     python tools/scenario_driver.py --push-check 2000 [--cmd "..."]
 
 Without ``--cmd`` the in-process reference planner is played. ``--compare`` plays ``--cmd``
@@ -61,6 +62,7 @@ __all__ = [
     "as_planner",
     "cross_check",
     "main",
+    "node_of_name",
     "parse_output",
     "play",
     "play_push_check",
@@ -174,9 +176,13 @@ class CallablePlanner:
 class SubprocessPlanner:
     """A planner command, fed one line at a time over pipes (section 8's command form)."""
 
-    def __init__(self, cmd: str | list[str], timeout: float = 10.0) -> None:
+    def __init__(self, cmd: str | list[str], timeout: float = 10.0, answers_parameters: bool = False) -> None:
         self.args = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
         self.timeout = timeout
+        # Section 8 prints one line per event, and the parameters line is not an event; a
+        # planner that answers it anyway can still be compared: its answer is read here.
+        self.answers_parameters = answers_parameters
+        self.parameters_answer: str | None = None
         self._proc = subprocess.Popen(
             self.args,
             stdin=subprocess.PIPE,
@@ -216,6 +222,8 @@ class SubprocessPlanner:
 
     def parameters(self, line: str) -> None:
         self._write(line)
+        if self.answers_parameters:
+            self.parameters_answer = self._read(line)
 
     def event(self, line: str) -> str:
         self._write(line)
@@ -233,7 +241,7 @@ class SubprocessPlanner:
             reader.join(timeout=self.timeout)
         stderr = "".join(self._stderr).strip()
         if status == 2:
-            raise PlannerRejected(stderr, status)
+            raise PlannerRejected(stderr.removeprefix("error: "), status)
         raise DriverError(f"{self!r} exited with status {status} at {line!r}: {stderr}")
 
     def close(self) -> None:
@@ -448,7 +456,8 @@ class CrossCheck:
 
 
 def _answer(p: Planner, line: str) -> tuple[str, str]:
-    """('out', line) or ('error', reason), with a crash or an unreadable answer as an error."""
+    """('out', line), ('error', reason) for a refusal, or ('broken', why) for a crash,
+    a timeout or an exit status other than 2."""
     try:
         return "out", p.event(line)
     except PlannerRejected as rejected:
@@ -476,8 +485,12 @@ def cross_check(
     a = as_planner(planner, timeout)
     b = as_planner(reference if reference is not None else ReferencePlanner().feed, timeout)
     try:
-        a.parameters(params)
-        b.parameters(params)
+        for name, p in (("planner", a), ("reference", b)):
+            try:
+                p.parameters(params)
+            except (PlannerRejected, DriverError) as error:
+                result.difference = f"seed {seed}, parameters line: {params}\n  {name}: {error}"
+                return result
         for index in range(events + bad):
             line = driver.next_event() if index < events else driver.bad_line()
             (kind_a, text_a), (kind_b, text_b) = _answer(a, line), _answer(b, line)
@@ -556,10 +569,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-events", metavar="PATH", help="write the scenario file ({seed} in PATH is replaced)")
     parser.add_argument("--push-check", type=int, metavar="STEPS", help="R20: compare views with push's list")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for one answer")
+    parser.add_argument(
+        "--params-answer", action="store_true", help="--cmd prints a line for the parameters line too; skip it"
+    )
     args = parser.parse_args(argv)
 
     def planner() -> object:
-        return args.cmd if args.cmd else ReferencePlanner().feed
+        if args.cmd:
+            return SubprocessPlanner(args.cmd, args.timeout, answers_parameters=args.params_answer)
+        return ReferencePlanner().feed
 
     if args.push_check is not None:
         mismatch = push_check_mismatch(play_push_check(planner(), args.push_check, args.seed, args.timeout))
@@ -571,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     failures = 0
     for seed in range(args.seed, args.seed + args.runs):
         if args.compare:
-            check = cross_check(args.cmd, seed, args.events, bad=args.bad, timeout=args.timeout)
+            check = cross_check(planner(), seed, args.events, bad=args.bad, timeout=args.timeout)
             transcript = check.planner
             if args.runs == 1:
                 print(transcript.render(), end="")
