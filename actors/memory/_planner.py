@@ -157,8 +157,15 @@ class Planner:
             self.cview = cview = view.copy()
             cview.fit(budget.cfloor, self.messages, tree)
             step.cview_changed = True
+            # The merged halves are below the frontier now (see Tree); drop them.
+            forget, members = tree.forget, cview.members
             for up in step.merged:
-                self._forget_below(up)
+                left = up - 1
+                right = left + ((1 << ((up & _LEVEL_MASK) - 1)) << LEVEL_BITS)
+                if left not in members:
+                    forget(left)
+                if right not in members:
+                    forget(right)
         else:
             cview.append(leaf, tree)
             if cview.size > budget.cceiling or cview.shrinking:
@@ -297,15 +304,6 @@ class Planner:
 
     def unbuilt_lines(self) -> int:
         return len(self.pending)
-
-    # -- memory --------------------------------------------------------------
-
-    def _forget_below(self, up: int) -> None:
-        """After a view merge the halves are below the frontier; drop them."""
-        tree, cview = self.tree, self.cview
-        for half in children(up):
-            if half not in cview.members:
-                tree.forget(half)
 
     # -- saving and restoring (R22, R24) ---------------------------------------------
 

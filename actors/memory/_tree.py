@@ -9,7 +9,7 @@ drops nodes that fell below it.
 
 from __future__ import annotations
 
-from ._nodes import LEVEL_BITS, LINE_LIMIT, children, header_bytes, parent
+from ._nodes import _SPAN_HEAD, LEVEL_BITS, LINE_LIMIT, children, parent
 
 _LEVEL_MASK = (1 << LEVEL_BITS) - 1
 
@@ -42,7 +42,8 @@ class Tree:
             # R14 turns CR LF into one space; a lone CR or LF keeps its one byte.
             rendered -= text.count("\r\n")
         self.raw[key] = raw_size
-        self.line[key] = header_bytes(key) + rendered + 1
+        # R16: "id+n|" + the rendered text + the newline (header_bytes, inlined).
+        self.line[key] = len(str(key >> LEVEL_BITS)) + _SPAN_HEAD[key & _LEVEL_MASK] + rendered + 1
 
     def build(self, key: int, raw_size: int, text: str | None, built: list[int]) -> int:
         """R11: record `key` as built, then build free parents upward at once.

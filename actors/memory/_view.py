@@ -103,9 +103,12 @@ class View:
             while size > floor and heap:
                 up = heappop(heap)[1]
                 candidates.discard(up)
-                # The halves of `up` (see _nodes.children), inlined for speed.
+                # The halves, sibling and parent of `up` (see _nodes), inlined: this
+                # loop runs for every merge of both views.
+                l = up & _LEVEL_MASK
+                half = (1 << (l - 1)) << LEVEL_BITS
                 left = up - 1
-                right = left + ((1 << ((up & _LEVEL_MASK) - 1)) << LEVEL_BITS)
+                right = left + half
                 members.discard(left)
                 members.discard(right)
                 members.add(up)
@@ -114,8 +117,8 @@ class View:
                 else:
                     size += line_of[up] - line_of[left] - line_of[right]
                 merged.append(up)
-                if sibling(up) in members:
-                    grand = parent(up)
+                if up ^ (half << 1) in members:
+                    grand = ((up >> (LEVEL_BITS + l + 1)) << (LEVEL_BITS + l + 1)) | (l + 1)
                     if grand in raw:
                         candidates.add(grand)
                         heappush(heap, _entry(grand, messages))
