@@ -516,7 +516,6 @@ def test_the_driver_reports_the_first_line_where_two_planners_differ() -> None:
     assert "reference: T=3 " in check.difference
 
 
-@pytest.mark.skipif(not PRODUCTION.exists(), reason="no production planner_scenario.py yet")
 def test_the_production_planner_agrees_with_the_reference_byte_for_byte() -> None:
     command = [sys.executable, str(PRODUCTION)]
     for seed in range(10):

@@ -63,8 +63,6 @@ class Budget:
             value = getattr(self, label)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise PlannerError(f"{label} must be a whole number >= 0, not {value!r}")
-        if self.floor > self.ceiling or self.cfloor > self.cceiling:
-            raise PlannerError("a floor cannot be above its ceiling")
 
 
 class Step:
