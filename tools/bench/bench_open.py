@@ -71,14 +71,13 @@ def make_chat(path: Path, count: int, seed: int = 7) -> None:
         store.close()
 
 
-def measure_open(path: Path) -> dict:
-    """Open read-only and render; run this in a fresh process."""
+def measure_open(path: Path, writer: bool = False) -> dict:
+    """Open (read-only, or as the writer) and render; run this in a fresh process."""
     from everchat.actors.chat import Chat
 
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tracemalloc.start()
     began = time.perf_counter()
-    with Chat.open(path, writer=False) as chat:
+    with Chat.open(path, writer=writer) as chat:
         view = chat.render_view()
         opened = time.perf_counter() - began
         messages = chat.messages
@@ -89,7 +88,6 @@ def measure_open(path: Path) -> dict:
         "messages": messages,
         "view_bytes": len(view.encode()),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "rss_before_open_mb": base_rss / 1024,
         "python_peak_mb": python_peak / 2**20,
     }
 
@@ -100,30 +98,34 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/everchat-bench"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--as-writer", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure_open(args.measure)))
+        print(json.dumps(measure_open(args.measure, args.as_writer)))
         return
     path = args.dir / f"chat-{args.messages}"
     if not (path / "view.json").exists():
         began = time.perf_counter()
         make_chat(path, args.messages)
         print(json.dumps({"bench": "open", "figure": "make_seconds", "value": round(time.perf_counter() - began, 1)}))
-    runs = []
-    for _ in range(args.repeat):
-        # A fresh process each time: the open must not lean on anything warm in Python.
-        done = subprocess.run(
-            [sys.executable, __file__, "--measure", str(path)], capture_output=True, text=True, check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        runs.append(json.loads(done.stdout))
-    best = min(runs, key=lambda run: run["seconds"])
-    print(json.dumps({"bench": "open", "figure": "open_and_render_seconds", "value": round(best["seconds"], 4),
-                      "median": round(sorted(run["seconds"] for run in runs)[len(runs) // 2], 4),
-                      "messages": best["messages"], "view_bytes": best["view_bytes"], "target": 0.5}))
-    print(json.dumps({"bench": "open", "figure": "peak_rss_mb", "value": round(max(run["peak_rss_mb"] for run in runs), 1),
-                      "before_open_mb": round(best["rss_before_open_mb"], 1), "target": 200}))
-    print(json.dumps({"bench": "open", "figure": "python_alloc_peak_mb", "value": round(max(run["python_peak_mb"] for run in runs), 2)}))
+    for writer in (False, True):
+        runs = []
+        for _ in range(args.repeat):
+            # A fresh process each time: the open must not lean on anything warm in Python.
+            done = subprocess.run(
+                [sys.executable, __file__, "--measure", str(path), *(["--as-writer"] if writer else [])],
+                capture_output=True, text=True, check=True,
+            )
+            runs.append(json.loads(done.stdout))
+        role = "writer" if writer else "reader"
+        best = min(runs, key=lambda run: run["seconds"])
+        print(json.dumps({"bench": "open", "figure": f"{role}_open_and_render_seconds", "value": round(best["seconds"], 4),
+                          "median": round(sorted(run["seconds"] for run in runs)[len(runs) // 2], 4),
+                          "messages": best["messages"], "view_bytes": best["view_bytes"], "target": 0.5}))
+        print(json.dumps({"bench": "open", "figure": f"{role}_peak_rss_mb", "value": round(max(run["peak_rss_mb"] for run in runs), 1),
+                          "target": 200}))
+        print(json.dumps({"bench": "open", "figure": f"{role}_python_alloc_peak_mb",
+                          "value": round(max(run["python_peak_mb"] for run in runs), 2)}))
 
 
 if __name__ == "__main__":
