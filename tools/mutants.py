@@ -158,7 +158,12 @@ def run(mutant: Mutant, workdir: Path) -> dict:
         return {"mutant": mutant.name, "error": f"the edit does not apply once to {mutant.path}"}
     target.write_text(original.replace(mutant.old, mutant.new))
     try:
-        env = {**os.environ, "PYTHONPATH": str(workdir / "ns"), "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(workdir / "ns"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "EVERCHAT_HYPOTHESIS_PROFILE": "mutants",  # no shrinking: a failure is all we need
+        }
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
             cwd=repo, env=env, capture_output=True, text=True, timeout=1200,
