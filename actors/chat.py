@@ -1,9 +1,7 @@
-"""One chat in one process: the log store and the planner core, persisted in order.
+"""One chat in one process: the log store and the planner, without sockets.
 
-`Chat` is what the log writer and planner actors do together, without sockets:
-the one-shot commands and the tests use it directly, and it fixes the order in
-which a message's consequences reach the disk (message, free nodes, merge record,
-views) so that a crash between any two leaves a chat that `recover` brings back.
+The one-shot commands and the tests use `Chat`; the actors split the same work
+between the log writer (the store) and the planner (`Planning`).
 """
 
 from __future__ import annotations
@@ -11,48 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from everchat.actors.memory import (
-    LINE_LIMIT,
-    Budget,
-    Planner,
-    PlannerError,
-    Step,
-    key_of,
-    level,
-    name,
-    node_of,
-    pair_of,
-    recover,
-    refold,
-    render_line,
-    start,
-)
-from everchat.actors.memory import children as _children
-from everchat.actors.store import BadInput, ChatStore, CorruptRecord, StoreError
+from everchat.actors.memory import Budget, Step
+from everchat.actors.planning import ZOOM_PAGE_BYTES, Planning, ZoomError
+from everchat.actors.store import ChatStore
 
 __all__ = ["Chat", "ZoomError", "ZOOM_PAGE_BYTES"]
 
-ZOOM_PAGE_BYTES = 16_000
-"""R35: `zoom(id, 1)` returns a message in pages of 16,000 bytes."""
 
-
-class ZoomError(ValueError):
-    """A `zoom` or `date` call with arguments that name no line (R35)."""
-
-
-class Chat:
+class Chat(Planning):
     """A chat folder opened for planning: the store plus the planner core.
 
     Open with `Chat.open`; a writer holds the folder's lock (R5), a reader never
     writes (its recovery stays in memory).
     """
-
-    def __init__(self, store: ChatStore, planner: Planner, writer: bool) -> None:
-        self.store = store
-        self.planner = planner
-        self.writer = writer
-
-    # -- opening -------------------------------------------------------------------
 
     @classmethod
     def open(
@@ -64,30 +33,10 @@ class Chat:
         create: bool = False,
         clock=None,
     ) -> "Chat":
-        """Open a chat folder and bring its planner back (R22, R24).
-
-        Costs O(view): the saved view, its lines' ancestors and the merge
-        records after it, never the whole history.
-        """
+        """Open a chat folder and bring its planner back (R22, R24) in O(view)."""
         store = ChatStore.open(path, create=create, writer=writer, clock=clock)
         try:
-            view, cview = store.load_views()
-            after = -1 if view is None else view["t"]
-            records = store.merge_records(after_t=after)
-            try:
-                planner, rebuilt, steps = recover(
-                    budget or Budget(), store.message_count, store, records, view, cview
-                )
-            except PlannerError as error:
-                raise CorruptRecord(str(Path(path) / "view.json"), 0, str(error)) from None
-            chat = cls(store, planner, writer)
-            if writer:
-                chat._save_nodes(rebuilt, [planner.tree.text[key] for key in rebuilt])
-                for step in steps:
-                    chat._persist(step)
-                if rebuilt or steps or view is None or cview is None:
-                    store.save_views(*planner.saved_views())
-            return chat
+            return cls.recover(store, budget, writer)
         except BaseException:
             store.close()
             raise
@@ -100,12 +49,6 @@ class Chat:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    # -- messages ----------------------------------------------------------------------
-
-    @property
-    def messages(self) -> int:
-        return self.planner.messages
 
     def add(
         self,
@@ -122,168 +65,10 @@ class Chat:
         """
         self._need_writer()
         ids = self.store.append_message(kind, text, key=key, images=images, meta=meta)
-        steps = self._plan(ids)
-        if steps:
-            self.store.save_views(*self.planner.saved_views())
-        return ids, steps
+        return ids, self.plan(ids)
 
     def add_many(self, items: Iterable) -> tuple[list[list[int]], list[Step]]:
         """Group commit (issue 2): many messages, one fsync, then their planning."""
         self._need_writer()
         id_lists = self.store.append_messages(list(items))
-        steps = self._plan([i for ids in id_lists for i in ids])
-        if steps:
-            self.store.save_views(*self.planner.saved_views())
-        return id_lists, steps
-
-    def _plan(self, ids: list[int]) -> list[Step]:
-        steps = []
-        for i in ids:
-            if i < self.planner.messages:
-                continue  # a resent key: planned the first time
-            if i != self.planner.messages:
-                raise StoreError(f"message {i} was logged while the planner expected {self.planner.messages}")
-            line = self.store.message_line(i)
-            step = self.planner.add_message(len(line.encode()), line)
-            self._persist(step)
-            steps.append(step)
-        return steps
-
-    def _persist(self, step: Step) -> None:
-        """Free nodes, then the batch's merge record (R25): the order recovery relies on."""
-        self._save_nodes(step.built, step.built_texts)
-        if step.batch:
-            merges = [pair_of(up) for up in step.merged]
-            self.store.append_merge(merges, self.planner.messages, self.planner.view.shrinking)
-
-    def _save_nodes(self, keys: list[int], texts: list[str | None]) -> None:
-        if keys:
-            self.store.append_nodes([(*node_of(key), text) for key, text in zip(keys, texts)])
-
-    # -- compactions -----------------------------------------------------------------------
-
-    def built(self, key: int, text: str) -> Step:
-        """A compaction built `key`'s line (1 … 512 bytes, R29): save it, then plan."""
-        self._need_writer()
-        size = len(text.encode())
-        if not 1 <= size <= LINE_LIMIT:
-            raise BadInput(f"a built line is 1 to {LINE_LIMIT} bytes, not {size}")
-        if key not in self.planner.running:
-            raise PlannerError(f"node {name(key)} is not running")
-        step = self.planner.node_built(key, size, text)
-        self.store.append_nodes([(*node_of(key), text)] + [(*node_of(k), t) for k, t in zip(step.built, step.built_texts)])
-        return step
-
-    def failed(self, key: int) -> Step:
-        return self.planner.node_failed(key)
-
-    def start_all(self) -> list[int]:
-        return self.planner.start_all()
-
-    def compaction_input(self, key: int) -> list[str]:
-        """R28's input: the message's line for a leaf, the two halves' lines for a merge."""
-        if level(key) == 0:
-            return [self.store.message_line(start(key))]
-        return [render_line(half, self.node_text(half)) for half in _children(key)]
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def node_text(self, key: int) -> str | None:
-        text = self.planner.tree.text.get(key)
-        if text is None:
-            text = self.store.node(*node_of(key))
-        return text
-
-    def view_lines(self) -> list[str]:
-        """R14/R15: the view's lines, oldest first, without tags."""
-        return [render_line(key, self.node_text(key)) for key in self.planner.view.ordered()]
-
-    def render_view(self) -> str:
-        """R14: `<chat>`, one line per node, `</chat>`."""
-        return "<chat>\n" + "".join(line + "\n" for line in self.view_lines()) + "</chat>"
-
-    def zoom(self, first: int, count: int, page: int = 1) -> str:
-        """R35: a line's two halves (count >= 2), or a message whole (count = 1), paged."""
-        messages = self.planner.messages
-        if (
-            not isinstance(first, int)
-            or not isinstance(count, int)
-            or count < 1
-            or count & (count - 1)
-            or first < 0
-            or first % count
-            or first + count > messages
-        ):
-            raise ZoomError(f"No line {first}+{count}.")
-        if count >= 2:
-            up = key_of(count.bit_length() - 1, first // count)
-            return "\n".join(render_line(half, self.node_text(half)) for half in _children(up))
-        record = self.store.message(first)
-        pages = _pages(f"{record.kind}: {record.text}")
-        if not isinstance(page, int) or not 1 <= page <= len(pages):
-            plural = "s" if len(pages) > 1 else ""
-            raise ZoomError(f"Message {first} has {len(pages)} page{plural}, not page {page}.")
-        chunk = pages[page - 1]
-        if record.images:
-            chunk += "\n" + "\n".join(f"[image {digest}]" for digest in record.images)
-        if page < len(pages):
-            chunk += f"\n(page {page} of {len(pages)}: zoom({first}, 1, page={page + 1}) for the rest)"
-        return chunk
-
-    def date(self, message: int) -> str:
-        if not isinstance(message, int) or not 0 <= message < self.planner.messages:
-            raise ZoomError(f"No message {message}.")
-        return self.store.message(message).date
-
-    def status(self) -> dict:
-        planner = self.planner
-        return {
-            "messages": planner.messages,
-            "view_lines": len(planner.view),
-            "view_bytes": planner.view.size if planner.budget.unit == "bytes" else None,
-            "view_shrinking": planner.view.shrinking,
-            "compaction_view_lines": len(planner.cview),
-            "compaction_view_bytes": planner.cview.size if planner.budget.unit == "bytes" else None,
-            "unbuilt_lines": planner.unbuilt_lines(),
-            "ready_merges": len(planner.merge_queue),
-            "running": len(planner.running),
-            "ceiling": planner.budget.ceiling,
-            "floor": planner.budget.floor,
-        }
-
-    def verify_views(self) -> None:
-        """R24: the saved view must agree with the view refolded from the merge records."""
-        view, _ = self.store.load_views()
-        if view is None:
-            return
-        t, lines, shrinking = refold(self.store.merge_records(after_t=-1))
-        if t > view["t"]:
-            return  # saved before its last batch's record: recovery folds it forward
-        if not shrinking:
-            lines += [(0, leaf) for leaf in range(t, view["t"])]
-            t = view["t"]
-        if t == view["t"] and [list(pair) for pair in lines] != [list(pair) for pair in view["view"]]:
-            raise CorruptRecord(
-                str(Path(self.store.path) / "view.json"),
-                0,
-                "view.json disagrees with the view refolded from the merge records (R24)",
-            )
-
-    def _need_writer(self) -> None:
-        if not self.writer:
-            raise PermissionError("this chat was opened read-only")
-
-
-def _pages(text: str) -> list[str]:
-    """R35: a message's line in pages of at most 16,000 bytes, cut between characters."""
-    body = text.encode()
-    pages = []
-    begin = 0
-    while True:
-        stop = min(len(body), begin + ZOOM_PAGE_BYTES)
-        while stop < len(body) and (body[stop] & 0xC0) == 0x80:
-            stop -= 1  # never cut inside a character
-        pages.append(body[begin:stop].decode())
-        if stop >= len(body):
-            return pages
-        begin = stop
+        return id_lists, self.plan([i for ids in id_lists for i in ids])

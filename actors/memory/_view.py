@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
-from ._nodes import LEVEL_BITS, children, parent, placeholder_bytes, sibling
+from ._nodes import LEVEL_BITS, parent, placeholder_bytes, sibling
 from ._tree import Tree
 
 __all__ = ["View"]
