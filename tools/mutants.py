@@ -69,8 +69,8 @@ MUTANTS = (
         "merge-unbuilt-parent",
         "R18: only pairs whose parent is built merge (only leaves are unbuilt lines)",
         "actors/memory/_view.py",
-        "if up in tree.raw:\n                self.candidates.add(up)",
-        "self.candidates.add(up)",
+        "                    if grand in raw:\n",
+        "                    if True:\n",
         (LAWS + "::test_r13_r17_r18_r19_r21_r27_r31_laws_hold_over_random_histories",),
     ),
     Mutant(
