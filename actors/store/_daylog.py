@@ -35,6 +35,7 @@ class DayLog:
         self.name = name
         self.folder = chat / name
         self._read_fds: dict[int, int] = {}
+        self._rels: dict[int, str] = {}
         self._fd: int | None = None
         #: Where the next append goes: the latest day file and its size.
         self.ordinal = 0
@@ -50,7 +51,10 @@ class DayLog:
 
     def rel(self, ordinal: int) -> str:
         """The day file's path relative to the chat folder, for error messages."""
-        return f"{self.name}/{day_name(ordinal)}"
+        rel = self._rels.get(ordinal)
+        if rel is None:
+            rel = self._rels[ordinal] = f"{self.name}/{day_name(ordinal)}"
+        return rel
 
     def path(self, ordinal: int) -> Path:
         return self.folder / day_name(ordinal)

@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -238,6 +239,12 @@ class LogIndex:
 
     def message_loc(self, i: int) -> tuple[int, int, int]:
         return LOC.unpack(self.messages.read(i))
+
+    def message_locs(self) -> Iterator[tuple[int, int, int]]:
+        """The locations of messages 0, 1, ... in order, read in large chunks."""
+        count, chunk = self.messages.count, 4096
+        for k in range(0, count, chunk):
+            yield from LOC.iter_unpack(self.messages.read(k, min(chunk, count - k)))
 
     def node_loc(self, level: int, i: int) -> tuple[int, int, int] | None:
         packed = self.slots.get(level, i)

@@ -205,9 +205,12 @@ def encode_merge(merges: list[tuple[int, int]], t: int, is_open: bool) -> bytes:
     return (_encode(rec) + "\n").encode("utf-8")
 
 
+_decode = json.JSONDecoder().decode
+
+
 def _load(line: bytes) -> dict:
     try:
-        rec = json.loads(line)
+        rec = _decode(line.decode("utf-8"))
     except RecursionError:
         raise Malformed("not valid JSON: nested too deep") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError

@@ -92,7 +92,7 @@ def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
         if not terminated:
             torn.append(Repair(rel, offset, len(line)))
             continue
-        if Repair(rel, offset, len(line)) in repairs:
+        if repairs and Repair(rel, offset, len(line)) in repairs:
             continue
         try:
             rec = parse_message(line)
@@ -178,7 +178,7 @@ def scan_tree(chat: Path, log: DayLog, index: LogIndex, start: tuple[int, int], 
         if not terminated:
             torn.append(Repair(rel, offset, len(line)))
             continue
-        if Repair(rel, offset, len(line)) in repairs:
+        if repairs and Repair(rel, offset, len(line)) in repairs:
             continue
         rec = _tree_record(chat, log, index, ordinal, offset, line, count, last_t, fill=True)
         if rec[0] == "merge":
@@ -193,17 +193,18 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
     CorruptRecord at the first problem, else return counts."""
     counts = {"messages": 0, "nodes": 0, "merges": 0, "files": 0, "bytes": 0, "torn": 0,
               "repaired": 0}
-    files: set[tuple[str, int]] = set()
+    files: set[str] = set()
     groups, keys_seen = KeyGroups(), 0
     msgs = index.messages
+    locs = index.message_locs()
     for ordinal, offset, line, terminated in main.lines_from((0, 0)):
         rel = main.rel(ordinal)
-        files.add((rel, ordinal))
+        files.add(rel)
         counts["bytes"] += len(line) + terminated
         if not terminated:
             counts["torn"] += 1
             continue
-        if Repair(rel, offset, len(line)) in repairs:
+        if repairs and Repair(rel, offset, len(line)) in repairs:
             counts["repaired"] += 1
             continue
         i = counts["messages"]
@@ -213,7 +214,7 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
             raise CorruptRecord(chat / rel, offset, str(exc)) from None
         if rec["i"] != i:
             raise CorruptRecord(chat / rel, offset, _gap(rec["i"], i))
-        if i < msgs.count and index.message_loc(i) != (ordinal, len(line), offset):
+        if i < msgs.count and next(locs) != (ordinal, len(line), offset):
             raise CorruptRecord(msgs.path, i * LOC.size, f"the index disagrees with the log"
                                 f" about message {i} at {rel} byte {offset}")
         whole = groups.feed(rec, i)
@@ -233,12 +234,12 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
     last_t = 0
     for ordinal, offset, line, terminated in tree.lines_from((0, 0)):
         rel = tree.rel(ordinal)
-        files.add((rel, ordinal))
+        files.add(rel)
         counts["bytes"] += len(line) + terminated
         if not terminated:
             counts["torn"] += 1
             continue
-        if Repair(rel, offset, len(line)) in repairs:
+        if repairs and Repair(rel, offset, len(line)) in repairs:
             counts["repaired"] += 1
             continue
         rec = _tree_record(chat, tree, index, ordinal, offset, line, counts["messages"],
