@@ -1,0 +1,67 @@
+"""A local fake of Anthropic's and OpenAI's model APIs, for tests and benchmarks.
+
+Speaks Anthropic Messages (streaming and not, count_tokens), OpenAI Responses and
+Chat Completions (streaming and not) well enough for the official SDKs pointed at
+it, with scripted or rule-based replies, injected latency and failures, a model of
+Anthropic's prompt cache beside a perfect prefix cache, and a record of every
+request. Tokens are counted as ceil(UTF-8 bytes / 4) per block.
+
+    with FakeModelServer() as server:
+        server.script(Reply(Thinking("hm"), Text("hello")), RateLimited(retry_after=1))
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="test-key")
+        ...
+        server.requests[0].cache.cache_read
+
+Run by hand: ``python -m everchat.tools.fakemodel --port 8765``.
+"""
+
+from ._cache import CacheUsage, ManualClock
+from ._record import CacheStats, Exchange
+from ._replies import (
+    DropStream,
+    Fault,
+    Gate,
+    GarbageEvent,
+    Latency,
+    ModelNotFound,
+    ModelRequest,
+    Overloaded,
+    QuotaExceeded,
+    RateLimited,
+    Reply,
+    ServerError,
+    StreamError,
+    Text,
+    Thinking,
+    ToolCall,
+)
+from ._server import FakeModelServer
+from ._state import echo_rule
+from ._tokens import BYTES_PER_TOKEN, count_tokens
+
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "CacheStats",
+    "CacheUsage",
+    "DropStream",
+    "Exchange",
+    "FakeModelServer",
+    "Fault",
+    "Gate",
+    "GarbageEvent",
+    "Latency",
+    "ManualClock",
+    "ModelNotFound",
+    "ModelRequest",
+    "Overloaded",
+    "QuotaExceeded",
+    "RateLimited",
+    "Reply",
+    "ServerError",
+    "StreamError",
+    "Text",
+    "Thinking",
+    "ToolCall",
+    "count_tokens",
+    "echo_rule",
+]
