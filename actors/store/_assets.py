@@ -7,7 +7,6 @@ image. The type is checked from the bytes (magic numbers), never from a name.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
+from ._errors import CorruptRecord
 from ._files import fsync_dir, write_all
 
 __all__ = ["DayLog", "day_name"]
@@ -95,6 +96,15 @@ class DayLog:
                 return b""
             self._read_fds[ordinal] = fd
         return os.pread(fd, length, offset)
+
+    def read_line(self, ordinal: int, offset: int, length: int, what: str) -> bytes:
+        """The `length`-byte line at `offset` (without its newline), where the index says
+        `what` lives; CorruptRecord when the log has no such line there."""
+        data = self.pread(ordinal, offset, length + 1)
+        if len(data) != length + 1 or data[-1:] != b"\n":
+            raise CorruptRecord(self.path(ordinal), offset, f"the index puts {what} in a "
+                                f"{length}-byte line here; the log disagrees (run check)")
+        return data[:-1]
 
     def lines_from(self, start: tuple[int, int]) -> Iterator[tuple[int, int, bytes, bool]]:
         """Every line at or after `start`, in log order, as `(ordinal, offset, line,

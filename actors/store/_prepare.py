@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 
 from . import _assets
 from ._errors import BadInput
-from ._records import (KINDS, MAX_LEVEL, MAX_TEXT_BYTES, NODE_BYTES, check_meta,
-                       check_work_head, clip_echo, split_text, utf8_size)
+from ._records import (KINDS, MAX_LEVEL, MAX_TEXT_BYTES, NODE_BYTES, PART_BYTES,
+                       check_meta, check_work_head, clip_echo, split_text, utf8_size)
 
 __all__ = ["Prepared", "MAX_KEY_BYTES", "prepare_message", "check_node_id", "check_node"]
 
@@ -60,7 +60,7 @@ def _check_key(key: Any) -> None:
 
 
 def _check_images(chat: Path, images: Any) -> tuple[str, ...]:
-    if images is None:
+    if images is None or images == () or images == []:
         return ()
     if isinstance(images, (str, bytes)) or not isinstance(images, Iterable):
         raise BadInput("images must be a list of asset digests")
@@ -95,7 +95,7 @@ def prepare_message(chat: Path, item: Any) -> Prepared:
     _check_key(key)
     images = _check_images(chat, images)
     meta = check_meta(meta)
-    parts = split_text(text)
+    parts = [text] if size <= PART_BYTES else split_text(text)
     base = dict(meta or {}, cut=cut) if cut else meta
     if len(parts) == 1:
         return Prepared(kind, parts, [size], key, images, [base])

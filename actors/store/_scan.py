@@ -21,8 +21,8 @@ from ._errors import CorruptRecord
 from ._index import KEY, LOC, MERGE, LogIndex
 from ._records import Malformed, parse_message, parse_tree, part_of
 
-__all__ = ["Repair", "KeyGroups", "key_digest", "scan_main", "scan_tree", "check_chat",
-           "MainTail"]
+__all__ = ["Repair", "KeyGroups", "key_digest", "index_agrees", "scan_main", "scan_tree",
+           "check_chat", "MainTail"]
 
 
 class Repair(NamedTuple):
@@ -73,6 +73,36 @@ def _gap(i: int, expected: int) -> str:
     if i < expected:
         return f"duplicate id {i}: ids 0 ... {expected - 1} come before it (R2)"
     return f"gap: id {i} where id {expected} was expected (R2)"
+
+
+def index_agrees(main: DayLog, tree: DayLog, index: LogIndex) -> bool:
+    """Cheap agreement of the index's marker with the log, at open: the files it covered
+    are at least as long as it says (else the log lost acknowledged bytes: CorruptRecord),
+    and the last message and merge entries point at those records. False: rebuild."""
+    marker = index.found
+    if marker is None or not index.sizes_agree():
+        return False
+    for stream, (ordinal, offset) in ((main, marker.main), (tree, marker.tree)):
+        if ordinal:
+            size = stream.size(ordinal)
+            if size is None or size < offset:
+                raise CorruptRecord(stream.path(ordinal), size or 0,
+                                    f"the log ends before byte {offset}, which the index "
+                                    "had covered: acknowledged records are missing")
+    try:
+        if marker.messages:
+            ordinal, length, offset = index.message_loc(marker.messages - 1)
+            line = main.read_line(ordinal, offset, length, "the last message")
+            if parse_message(line)["i"] != marker.messages - 1:
+                return False
+        if marker.merges:
+            t, ordinal, length, offset = index.merge_entry(marker.merges - 1)
+            rec = parse_tree(tree.read_line(ordinal, offset, length, "the last merge"))
+            if rec[0] != "merge" or rec[2] != t:
+                return False
+    except (CorruptRecord, Malformed, OSError):
+        return False
+    return True
 
 
 class MainTail(NamedTuple):

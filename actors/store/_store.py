@@ -24,7 +24,7 @@ from ._lock import WriterLock
 from ._prepare import Prepared, check_node, check_node_id, prepare_message
 from ._records import (MAX_LEVEL, Malformed, MessageRecord, encode_merge, encode_message,
                        encode_node, parse_message, parse_tree)
-from ._scan import Repair, check_chat, key_digest, scan_main, scan_tree
+from ._scan import Repair, check_chat, index_agrees, key_digest, scan_main, scan_tree
 
 __all__ = ["ChatStore"]
 
@@ -44,7 +44,7 @@ class ChatStore:
     #: A checkpoint of the index (see `_index`) follows once this many log bytes were
     #: appended since the last one, and at `close`. It bounds the tail an open after a
     #: crash has to scan.
-    CHECKPOINT_BYTES = 4 * 1024 * 1024
+    CHECKPOINT_BYTES = 2 * 1024 * 1024
     #: Key idempotency horizon: an append whose key is among the last KEY_HORIZON keyed
     #: appends of the chat (across close, reopen and crashes) is recognised and not logged
     #: again; an older key is forgotten and its resend is logged anew.
@@ -95,7 +95,8 @@ class ChatStore:
     def __repr__(self) -> str:
         role = "writer" if self.writer else "reader"
         state = "closed" if self._closed else f"T={self._count}"
-        return f"<ChatStore {self.path} {role} pid={os.getpid()} host={socket.gethostname()} {state}>"
+        return (f"<ChatStore {self.path} {role} pid={os.getpid()} "
+                f"host={socket.gethostname()} {state}>")
 
     def __enter__(self) -> ChatStore:
         return self
@@ -119,7 +120,7 @@ class ChatStore:
         read_chat_json(path)
         self._repairs = load_repairs(path)
         self._index = index = LogIndex(path, writable=self.writer)
-        rebuilt = not self._index_agrees()
+        rebuilt = not index_agrees(self._main, self._tree, index)
         if rebuilt:
             if index.found is not None:
                 log.warning("%s: the index disagrees with the log; rebuilding it", self)
@@ -142,35 +143,6 @@ class ChatStore:
             self._tree.open_tail()
             if rebuilt or tail.entries or seen or self.repairs:
                 self._checkpoint()
-
-    def _index_agrees(self) -> bool:
-        """Cheap agreement of the index's marker with the log: the files it covered are at
-        least as long as it says (else the log lost acknowledged bytes: CorruptRecord), and
-        the last message and merge entries point at those records."""
-        index = self._index
-        marker = index.found
-        if marker is None or not index.sizes_agree():
-            return False
-        for stream, (ordinal, offset) in ((self._main, marker.main), (self._tree, marker.tree)):
-            if ordinal:
-                size = stream.size(ordinal)
-                if size is None or size < offset:
-                    raise CorruptRecord(stream.path(ordinal), size or 0,
-                                        f"the log ends before byte {offset}, which the index "
-                                        "had covered: acknowledged records are missing")
-        try:
-            if marker.messages:
-                got = self._read_message_line(marker.messages - 1)
-                if parse_message(got)["i"] != marker.messages - 1:
-                    return False
-            if marker.merges:
-                t, ordinal, length, offset = index.merge_entry(marker.merges - 1)
-                rec = parse_tree(self._read_line(self._tree, ordinal, offset, length, "merge"))
-                if rec[0] != "merge" or rec[2] != t:
-                    return False
-        except (CorruptRecord, Malformed, OSError):
-            return False
-        return True
 
     def _terminate_torn(self) -> None:
         """R2: remember each torn span, then end it with a newline (in that order, so a
@@ -294,8 +266,8 @@ class ChatStore:
         if hit is None:
             return None
         first, count = hit
-        if first + count > self._count or self.message(first).key != key:  # a digest collision: not this key after all
-            return None
+        if first + count > self._count or self.message(first).key != key:
+            return None  # a digest collision: not this key after all
         return list(range(first, first + count))
 
     def _remember_key(self, digest: bytes, first: int, count: int) -> None:
@@ -305,18 +277,6 @@ class ChatStore:
         if len(keys) > 2 * self.KEY_HORIZON:
             self._keys = dict(list(keys.items())[-self.KEY_HORIZON:])
 
-    def _read_line(self, stream: DayLog, ordinal: int, offset: int, length: int,
-                   what: str) -> bytes:
-        data = stream.pread(ordinal, offset, length + 1)
-        if len(data) != length + 1 or data[-1:] != b"\n":
-            raise CorruptRecord(stream.path(ordinal), offset, f"the index puts {what} in a "
-                                f"{length}-byte line here; the log disagrees (run check)")
-        return data[:-1]
-
-    def _read_message_line(self, i: int) -> bytes:
-        ordinal, length, offset = self._index.message_loc(i)
-        return self._read_line(self._main, ordinal, offset, length, f"message {i}")
-
     def message(self, i: int) -> MessageRecord:
         """Message i, read by id through the index (one pread for the entry, one for the
         record; no scan)."""
@@ -324,7 +284,7 @@ class ChatStore:
         if type(i) is not int or not 0 <= i < self._count:
             raise BadInput(f"no message {i!r}: the chat has ids 0 ... {self._count - 1}")
         ordinal, length, offset = self._index.message_loc(i)
-        line = self._read_line(self._main, ordinal, offset, length, f"message {i}")
+        line = self._main.read_line(ordinal, offset, length, f"message {i}")
         try:
             rec = parse_message(line)
         except Malformed as exc:
@@ -384,7 +344,7 @@ class ChatStore:
         if loc is None:
             return None
         ordinal, length, offset = loc
-        line = self._read_line(self._tree, ordinal, offset, length, f"node({level}, {i})")
+        line = self._tree.read_line(ordinal, offset, length, f"node({level}, {i})")
         try:
             rec = parse_tree(line)
         except Malformed as exc:
@@ -438,7 +398,7 @@ class ChatStore:
         if count <= 0:
             return out
         for t, ordinal, length, offset in MERGE.iter_unpack(index.merges.read(first, count)):
-            line = self._read_line(self._tree, ordinal, offset, length, "a merge record")
+            line = self._tree.read_line(ordinal, offset, length, "a merge record")
             try:
                 rec = parse_tree(line)
             except Malformed as exc:
