@@ -316,12 +316,13 @@ def _four(store):
     store.append_messages([("user", f"m{n}") for n in range(4)])
 
 
-def test_r10_r12_a_node_is_built_once_and_read_by_level_and_index(store):
+def test_r10_r12_a_node_is_built_once_and_read_by_level_and_index(store, chat):
     _four(store)
     assert store.append_nodes([(0, 0, "user: m0"), (0, 1, "user: m1")]) == 2
     assert store.append_nodes([(1, 0, "user: m0\nuser: m1")]) == 1
     assert store.node(0, 1) == "user: m1" and store.node(1, 0) == "user: m0\nuser: m1"
     assert store.node(0, 2) is None and store.node(2, 0) is None and store.node(40, 9) is None
+    assert not (chat / "index" / "nodes-40.idx").exists()  # a read creates no slot file
     assert store.append_nodes([(0, 0, "user: m0")]) == 0  # the identical duplicate
     with pytest.raises(StoreError, match="R12"):
         store.append_nodes([(0, 2, "new"), (0, 0, "another text")])

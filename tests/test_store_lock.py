@@ -107,3 +107,15 @@ def test_r5_a_reader_opens_while_the_chat_is_locked_and_writes_nothing(chat):
             assert r.load_views() == ({"v": 1}, {"c": 1}) and r.asset(digest) == PNG
             assert r.check()["torn"] == 1
         assert folder_bytes(chat) == before
+
+
+def test_r5_a_reader_checks_the_chat_as_far_as_it_opened_it_while_the_writer_goes_on(chat):
+    with ChatStore.open(chat) as w:
+        w.append_messages([("user", f"m{n}") for n in range(4)])
+        with ChatStore.open(chat, writer=False) as r:
+            w.append_messages([("user", f"later {n}") for n in range(4)])
+            w.append_nodes([(0, 5, "user: later 1")])
+            w.append_merge([], 8, True)
+            assert r.message_count == 4
+            assert r.check() == dict(r.check(), messages=4, nodes=0, merges=0)
+        assert w.check()["messages"] == 8

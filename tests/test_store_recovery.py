@@ -360,3 +360,14 @@ def test_a_log_shorter_than_its_index_is_a_loud_error(chat, clock):
     _main(chat).write_bytes(b"".join(ln for _, ln in lines[:-1]))
     with pytest.raises(CorruptRecord, match="acknowledged records are missing"):
         ChatStore.open(chat, writer=False)
+
+
+def test_a_writer_clears_temporary_files_a_crash_left_before_their_rename(chat, clock):
+    _fill(chat, clock)
+    for stale in (chat / ".view.json.tmp.4242", chat / "index" / ".covered.json.tmp.4242"):
+        stale.write_text("half")
+    ChatStore.open(chat, writer=False).close()
+    assert (chat / ".view.json.tmp.4242").exists()  # a reader never writes
+    ChatStore.open(chat, clock=clock).close()
+    assert not (chat / ".view.json.tmp.4242").exists()
+    assert not (chat / "index" / ".covered.json.tmp.4242").exists()

@@ -106,18 +106,24 @@ class DayLog:
                                 f"{length}-byte line here; the log disagrees (run check)")
         return data[:-1]
 
-    def lines_from(self, start: tuple[int, int]) -> Iterator[tuple[int, int, bytes, bool]]:
-        """Every line at or after `start`, in log order, as `(ordinal, offset, line,
-        terminated)`; `line` is without its newline, `terminated` is False only for a last
-        line with no newline (torn, R2)."""
+    def lines_from(self, start: tuple[int, int], stop: tuple[int, int] | None = None,
+                   ) -> Iterator[tuple[int, int, bytes, bool]]:
+        """Every line at or after `start` (and before `stop`), in log order, as `(ordinal,
+        offset, line, terminated)`; `line` is without its newline, `terminated` is False
+        only for a last line with no newline (torn, R2)."""
         first, skip = start
         for ordinal in self.days():
             if ordinal < first:
                 continue
+            if stop is not None and ordinal > stop[0]:
+                return
             offset = skip if ordinal == first else 0
+            end = stop[1] if stop is not None and ordinal == stop[0] else None
             with open(self.path(ordinal), "rb", buffering=1 << 20) as f:
                 f.seek(offset)
                 for line in f:
+                    if end is not None and offset >= end:
+                        return
                     if line[-1:] == b"\n":
                         yield ordinal, offset, line[:-1], True
                     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["write_all", "fsync_dir", "atomic_write", "read_small"]
+__all__ = ["write_all", "fsync_dir", "atomic_write", "remove_stale_temps", "read_small"]
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -40,6 +40,18 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     os.replace(tmp, path)
     if sync_dir:
         fsync_dir(path.parent)
+
+
+def remove_stale_temps(folder: Path) -> list[str]:
+    """Remove the temporary files `atomic_write` leaves when a crash comes before its rename
+    (writer only, at open: no other process writes the folder then). Returns their names."""
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(".") and ".tmp." in n]
+    except FileNotFoundError:
+        return []
+    for name in names:
+        os.unlink(folder / name)
+    return names
 
 
 def read_small(path: Path) -> bytes | None:

@@ -148,25 +148,24 @@ class _Slots:
         self.folder = folder
         self.writable = writable
         self.on_disk = on_disk
-        self.fds: dict[int, int | None] = {}
+        self.fds: dict[int, int] = {}
         self.overlay: dict[tuple[int, int], bytes] = {}
         self.dirty: set[int] = set()
 
     def path(self, level: int) -> Path:
         return self.folder / f"nodes-{level:02d}.idx"
 
-    def _fd(self, level: int) -> int | None:
-        if level not in self.fds:
-            if self.writable:
-                self.fds[level] = os.open(self.path(level), os.O_RDWR | os.O_CREAT, 0o644)
-            elif self.on_disk:
-                try:
-                    self.fds[level] = os.open(self.path(level), os.O_RDONLY)
-                except FileNotFoundError:
-                    self.fds[level] = None
-            else:
-                self.fds[level] = None
-        return self.fds[level]
+    def _fd(self, level: int, *, create: bool = False) -> int | None:
+        """The level's slot file; a writer creates it on its first slot, not on a read."""
+        fd = self.fds.get(level)
+        if fd is None and (self.on_disk or self.writable):
+            flags = os.O_RDWR | os.O_CREAT if create else (
+                os.O_RDWR if self.writable else os.O_RDONLY)
+            try:
+                fd = self.fds[level] = os.open(self.path(level), flags, 0o644)
+            except FileNotFoundError:
+                return None
+        return fd
 
     def get(self, level: int, i: int) -> bytes | None:
         got = self.overlay.get((level, i))
@@ -180,7 +179,7 @@ class _Slots:
 
     def put(self, level: int, i: int, packed: bytes) -> None:
         if self.writable:
-            os.pwrite(self._fd(level), packed, i * LOC.size)
+            os.pwrite(self._fd(level, create=True), packed, i * LOC.size)
             self.dirty.add(level)
         else:
             self.overlay[(level, i)] = packed
@@ -192,8 +191,7 @@ class _Slots:
 
     def close(self) -> None:
         for fd in self.fds.values():
-            if fd is not None:
-                os.close(fd)
+            os.close(fd)
         self.fds.clear()
 
 

@@ -110,15 +110,17 @@ class MainTail(NamedTuple):
     keys: bytes
     torn: list[Repair]
     next_id: int
+    end: tuple[int, int]  # just after the last line scanned
 
 
 def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
               repairs: set[Repair]) -> MainTail:
     """Validate the message records from `start` on; their index and key entries."""
     entries, keys, torn = bytearray(), bytearray(), []
-    next_id, groups = first_id, KeyGroups()
+    next_id, groups, end = first_id, KeyGroups(), start
     for ordinal, offset, line, terminated in log.lines_from(start):
         rel = log.rel(ordinal)
+        end = (ordinal, offset + len(line) + terminated)
         if not terminated:
             torn.append(Repair(rel, offset, len(line)))
             continue
@@ -135,7 +137,7 @@ def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
         if whole is not None:
             keys += KEY.pack(key_digest(whole[0]), whole[1], whole[2])
         next_id += 1
-    return MainTail(bytes(entries), bytes(keys), torn, next_id)
+    return MainTail(bytes(entries), bytes(keys), torn, next_id, end)
 
 
 def _node_record_at(log: DayLog, loc: tuple[int, int, int]) -> tuple | None:
@@ -199,12 +201,15 @@ def _tree_record(chat: Path, log: DayLog, index: LogIndex, ordinal: int, offset:
 
 
 def scan_tree(chat: Path, log: DayLog, index: LogIndex, start: tuple[int, int], count: int,
-              last_t: int, repairs: set[Repair]) -> tuple[list[Repair], int, int]:
+              last_t: int, repairs: set[Repair],
+              ) -> tuple[list[Repair], int, int, tuple[int, int]]:
     """Validate the tree records from `start` on and index them. Returns the torn lines,
-    the number of records indexed and the last merge t."""
-    torn, seen = [], 0
+    the number of records indexed, the last merge t and the position after the last
+    line."""
+    torn, seen, end = [], 0, start
     for ordinal, offset, line, terminated in log.lines_from(start):
         rel = log.rel(ordinal)
+        end = (ordinal, offset + len(line) + terminated)
         if not terminated:
             torn.append(Repair(rel, offset, len(line)))
             continue
@@ -214,20 +219,22 @@ def scan_tree(chat: Path, log: DayLog, index: LogIndex, start: tuple[int, int], 
         if rec[0] == "merge":
             last_t = rec[2]
         seen += 1
-    return torn, seen, last_t
+    return torn, seen, last_t, end
 
 
 def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
-               repairs: set[Repair]) -> dict:
+               repairs: set[Repair], stops: tuple = (None, None)) -> dict:
     """Verify every record of the chat in one pass (issue 2: `everchat check`); raise
-    CorruptRecord at the first problem, else return counts."""
+    CorruptRecord at the first problem, else return counts. `stops` end the walk of each
+    stream (a reader checks the log as far as it opened it, not a running writer's
+    newest lines)."""
     counts = {"messages": 0, "nodes": 0, "merges": 0, "files": 0, "bytes": 0, "torn": 0,
               "repaired": 0}
     files: set[str] = set()
     groups, keys_seen = KeyGroups(), 0
     msgs = index.messages
     locs = index.message_locs()
-    for ordinal, offset, line, terminated in main.lines_from((0, 0)):
+    for ordinal, offset, line, terminated in main.lines_from((0, 0), stops[0]):
         rel = main.rel(ordinal)
         files.add(rel)
         counts["bytes"] += len(line) + terminated
@@ -262,7 +269,7 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
                             f"the index knows {msgs.count} messages, the log only "
                             f"{counts['messages']}")
     last_t = 0
-    for ordinal, offset, line, terminated in tree.lines_from((0, 0)):
+    for ordinal, offset, line, terminated in tree.lines_from((0, 0), stops[1]):
         rel = tree.rel(ordinal)
         files.add(rel)
         counts["bytes"] += len(line) + terminated

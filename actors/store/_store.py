@@ -17,6 +17,7 @@ from typing import Any
 from . import _assets, _views
 from ._chat import is_chat, load_repairs, make_layout, read_chat_json, save_repairs
 from ._daylog import DayLog
+from ._files import remove_stale_temps
 from ._errors import (BadInput, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
                       StoreClosed, StoreError)
 from ._index import KEY, LOC, MERGE, LogIndex
@@ -65,6 +66,8 @@ class ChatStore:
         self._since_checkpoint = 0
         self._keys: dict[bytes, tuple[int, int]] | None = None
         self._repairs: set[Repair] = set()
+        #: Where a reader's view of the log ends (check stops there); None: at the end.
+        self._stops: tuple = (None, None)
         #: The torn last lines (R2) this open found and skipped (and, as the writer,
         #: terminated): `Repair(file, offset, length)`, file relative to the chat folder.
         self.repairs: list[Repair] = []
@@ -117,6 +120,8 @@ class ChatStore:
         if self._lock is not None:
             self._lock.acquire()
             make_layout(path, self._now())
+            for folder in (path, path / "index"):
+                remove_stale_temps(folder)
         read_chat_json(path)
         self._repairs = load_repairs(path)
         self._index = index = LogIndex(path, writable=self.writer)
@@ -131,8 +136,11 @@ class ChatStore:
         index.keys.write(start.keys, tail.keys)
         self._count = tail.next_id
         self._last_t = index.merge_entry(start.merges - 1)[0] if start.merges else 0
-        torn, seen, self._last_t = scan_tree(path, self._tree, index, start.tree,
-                                             self._count, self._last_t, self._repairs)
+        torn, seen, self._last_t, tree_end = scan_tree(path, self._tree, index, start.tree,
+                                                       self._count, self._last_t,
+                                                       self._repairs)
+        if not self.writer:
+            self._stops = (tail.end, tree_end)
         self.repairs = tail.torn + torn
         for r in self.repairs:
             log.warning("%s: %s byte %d: torn last line of %d bytes (a crash mid-write) "
@@ -440,7 +448,8 @@ class ChatStore:
         first problem; returns counts (messages, nodes, merges, files, bytes, torn,
         repaired)."""
         index = self._usable()
-        return check_chat(self.path, self._main, self._tree, index, self._repairs)
+        return check_chat(self.path, self._main, self._tree, index, self._repairs,
+                          self._stops)
 
     def rebuild_index(self) -> None:
         """Throw the index away and rebuild it from the log (writer only): the repair when
@@ -450,8 +459,8 @@ class ChatStore:
         tail = scan_main(self.path, self._main, (0, 0), 0, self._repairs)
         index.messages.write(0, tail.entries)
         index.keys.write(0, tail.keys)
-        _, _, self._last_t = scan_tree(self.path, self._tree, index, (0, 0), tail.next_id, 0,
-                                       self._repairs)
+        self._last_t = scan_tree(self.path, self._tree, index, (0, 0), tail.next_id, 0,
+                                 self._repairs)[2]
         self._count = tail.next_id
         self._keys = None
         self._checkpoint()
