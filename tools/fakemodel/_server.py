@@ -240,6 +240,11 @@ class FakeModelServer:
 
         return self._state.wait_for(enough, timeout)
 
+    def wait_until(self, predicate: Callable[[list[Exchange]], bool], timeout: float = 10.0) -> bool:
+        """Block until `predicate(exchanges)` holds; False on timeout. The predicate sees the
+        live records under the server's lock: read them, keep nothing."""
+        return self._state.wait_for(predicate, timeout)
+
     def reset(self) -> None:
         """Forget script, rule, injections, cache entries and records."""
         self._state.reset()

@@ -162,6 +162,7 @@ class ServerState:
                 total = sum(b.tokens for b in blocks)
                 usage = CacheUsage.uncached(total, len(blocks), perfect, cached_tokens(perfect))
             ex.cache = usage
+            self.changed.notify_all()
             return usage
 
     def draw(self, value: float | tuple[float, float]) -> float:
