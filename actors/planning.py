@@ -51,6 +51,7 @@ class Planning:
         self.store = store
         self.planner = planner
         self.writer = writer
+        self._leaf_lines: dict[int, str] = {}  # unbuilt leaves' lines, for their compactions
 
     @classmethod
     def recover(cls, store, budget: Budget | None = None, writer: bool = True) -> "Planning":
@@ -81,16 +82,27 @@ class Planning:
 
     # -- messages ----------------------------------------------------------------------
 
-    def plan(self, ids: list[int]) -> list[Step]:
-        """Plan messages just logged (a resent key's old ids are skipped), and save the views."""
+    def plan(self, ids: list[int], lines: dict[int, str] | None = None) -> list[Step]:
+        """Plan messages just logged and save the views.
+
+        `lines` may carry the messages' `kind: text` lines (the log writer sends
+        them along); missing ones are read from the store. Ids planned before (a
+        resent key) are skipped; ids past a gap (a lost notice) plan the gap too.
+        """
         steps = []
-        for i in ids:
-            if i < self.planner.messages:
-                continue  # a resent key: planned the first time
-            if i != self.planner.messages:
-                raise StoreError(f"message {i} was logged while the planner expected {self.planner.messages}")
-            line = self.store.message_line(i)
-            step = self.planner.add_message(len(line.encode()), line)
+        wanted = sorted(set(ids))
+        if wanted and wanted[-1] >= self.planner.messages:
+            wanted = range(self.planner.messages, wanted[-1] + 1)
+        else:
+            wanted = []
+        for i in wanted:
+            line = lines.get(i) if lines else None
+            if line is None:
+                line = self.store.message_line(i)
+            size = len(line.encode())
+            step = self.planner.add_message(size, line)
+            if size > LINE_LIMIT:
+                self._leaf_lines[i] = line  # the input of its compaction (R28)
             self._persist(step)
             steps.append(step)
         if steps:
@@ -119,6 +131,7 @@ class Planning:
         if key not in self.planner.running:
             raise PlannerError(f"node {name(key)} is not running")
         step = self.planner.node_built(key, size, text)
+        self._leaf_lines.pop(start(key), None)
         self.store.append_nodes([(*node_of(key), text)] + [(*node_of(k), t) for k, t in zip(step.built, step.built_texts)])
         return step
 
@@ -131,8 +144,13 @@ class Planning:
     def compaction_input(self, key: int) -> list[str]:
         """R28's input: the message's line for a leaf, the two halves' lines for a merge."""
         if level(key) == 0:
-            return [self.store.message_line(start(key))]
+            line = self._leaf_lines.get(start(key))
+            return [line if line is not None else self.store.message_line(start(key))]
         return [render_line(half, self.node_text(half)) for half in _children(key)]
+
+    def compaction_context(self, key: int) -> list[str]:
+        """R27: the compaction view cut at the node, rendered (never a placeholder)."""
+        return [render_line(line, self.node_text(line)) for line in self.planner.context(key)]
 
     # -- reading -----------------------------------------------------------------------------
 
