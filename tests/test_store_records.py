@@ -113,6 +113,22 @@ def test_r1_a_message_line_is_one_line_of_compact_json_that_parses_back(text, ki
         7, kind, text, size, key)
 
 
+_clean = st.text(max_size=60).filter(lambda t: not any(0xD800 <= ord(c) < 0xE000 for c in t))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**40), _clean, _clean, st.none() | _clean,
+       st.lists(st.sampled_from(["a" * 64, "0" * 64]), max_size=2),
+       st.none() | st.dictionaries(_clean, st.none() | st.integers() | _clean, max_size=3))
+def test_r1_message_lines_are_exactly_compact_json_dumps(i, text, date, key, images, meta):
+    rec = {"i": i, "kind": "note", "text": text, "size": len(text.encode()), "date": date}
+    rec.update({k: v for k, v in (("key", key), ("images", images), ("meta", meta))
+                if v is not None and v != []})
+    expected = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+    assert encode_message(i, "note", text, rec["size"], date, key, tuple(images),
+                          meta) == expected.encode()
+
+
 def test_r1_message_lines_are_compact_and_not_ascii_escaped():
     line = encode_message(0, "user", "hé", 3, "2026-10-08T23:59:58+02:00", None, (), None)
     assert line == ('{"i":0,"kind":"user","text":"hé","size":3,'
