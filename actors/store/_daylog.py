@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from ._errors import CorruptRecord
 from ._files import fsync_dir, write_all
+from ._records import Malformed
 
 __all__ = ["DayLog", "day_name"]
 
@@ -105,6 +107,15 @@ class DayLog:
             raise CorruptRecord(self.path(ordinal), offset, f"the index puts {what} in a "
                                 f"{length}-byte line here; the log disagrees (run check)")
         return data[:-1]
+
+    def read_record(self, parse: Callable[[bytes], Any], ordinal: int, offset: int,
+                    length: int, what: str) -> Any:
+        """`read_line`, then `parse` it; a malformed line is a CorruptRecord (R2)."""
+        line = self.read_line(ordinal, offset, length, what)
+        try:
+            return parse(line)
+        except Malformed as exc:
+            raise CorruptRecord(self.path(ordinal), offset, str(exc)) from None
 
     def lines_from(self, start: tuple[int, int], stop: tuple[int, int] | None = None,
                    ) -> Iterator[tuple[int, int, bytes, bool]]:

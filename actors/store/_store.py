@@ -17,19 +17,20 @@ from typing import Any
 from . import _assets, _views
 from ._chat import is_chat, load_repairs, make_layout, read_chat_json, save_repairs
 from ._daylog import DayLog
-from ._files import remove_stale_temps
 from ._errors import (BadInput, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
                       StoreClosed, StoreError)
+from ._files import remove_stale_temps
 from ._index import KEY, LOC, MERGE, LogIndex
 from ._lock import WriterLock
 from ._prepare import Prepared, check_node, check_node_id, prepare_message
-from ._records import (MAX_LEVEL, Malformed, MessageRecord, encode_merge, encode_message,
-                       encode_node, parse_message, parse_tree)
+from ._records import (MAX_LEVEL, MessageRecord, encode_merge, encode_message, encode_node,
+                       parse_message, parse_tree)
 from ._scan import Repair, check_chat, index_agrees, key_digest, scan_main, scan_tree
 
 __all__ = ["ChatStore"]
 
 log = logging.getLogger("everchat.store")
+
 
 def _default_clock() -> datetime:
     return datetime.now().astimezone()
@@ -234,7 +235,7 @@ class ChatStore:
     def _write_messages(self, index: LogIndex, prepared: list[Prepared], fresh: list[int],
                         results: list) -> None:
         now = self._now()
-        date = now.isoformat(timespec="seconds")
+        stamp = now.isoformat(timespec="seconds")
         day = max(now.date().toordinal(), self._main.ordinal)
         lines, rel, keys = [], [], []
         i, at = self._count, 0
@@ -242,7 +243,7 @@ class ChatStore:
             p = prepared[n]
             first = i
             for k, (text, size) in enumerate(zip(p.parts, p.sizes)):
-                line = encode_message(i, p.kind, text, size, date, p.key,
+                line = encode_message(i, p.kind, text, size, stamp, p.key,
                                       p.images if k == 0 else (), p.metas[k])
                 lines.append(line)
                 rel.append((len(line) - 1, at))
@@ -292,11 +293,7 @@ class ChatStore:
         if type(i) is not int or not 0 <= i < self._count:
             raise BadInput(f"no message {i!r}: the chat has ids 0 ... {self._count - 1}")
         ordinal, length, offset = self._index.message_loc(i)
-        line = self._main.read_line(ordinal, offset, length, f"message {i}")
-        try:
-            rec = parse_message(line)
-        except Malformed as exc:
-            raise CorruptRecord(self._main.path(ordinal), offset, str(exc)) from None
+        rec = self._main.read_record(parse_message, ordinal, offset, length, f"message {i}")
         if rec["i"] != i:
             raise CorruptRecord(self._main.path(ordinal), offset,
                                 f"the index puts message {i} here but the record is id "
@@ -352,11 +349,7 @@ class ChatStore:
         if loc is None:
             return None
         ordinal, length, offset = loc
-        line = self._tree.read_line(ordinal, offset, length, f"node({level}, {i})")
-        try:
-            rec = parse_tree(line)
-        except Malformed as exc:
-            raise CorruptRecord(self._tree.path(ordinal), offset, str(exc)) from None
+        rec = self._tree.read_record(parse_tree, ordinal, offset, length, f"node({level}, {i})")
         if rec[:3] != ("node", level, i):
             raise CorruptRecord(self._tree.path(ordinal), offset, f"the index puts "
                                 f"node({level}, {i}) here but the record differs (run check)")
@@ -406,11 +399,7 @@ class ChatStore:
         if count <= 0:
             return out
         for t, ordinal, length, offset in MERGE.iter_unpack(index.merges.read(first, count)):
-            line = self._tree.read_line(ordinal, offset, length, "a merge record")
-            try:
-                rec = parse_tree(line)
-            except Malformed as exc:
-                raise CorruptRecord(self._tree.path(ordinal), offset, str(exc)) from None
+            rec = self._tree.read_record(parse_tree, ordinal, offset, length, "a merge record")
             if rec[0] != "merge" or rec[2] != t:
                 raise CorruptRecord(self._tree.path(ordinal), offset, "the index puts a "
                                     f"merge record with t={t} here; the log differs")
@@ -466,9 +455,17 @@ class ChatStore:
         self._checkpoint()
 
     def _wrote(self, nbytes: int) -> None:
+        """Count appended bytes; checkpoint the index when enough have passed. The records
+        are acknowledged already: a failed checkpoint is logged, never raised (the index is
+        derived; the next open only scans a longer tail)."""
         self._since_checkpoint += nbytes
         if self._since_checkpoint >= self.CHECKPOINT_BYTES:
-            self._checkpoint()
+            try:
+                self._index.checkpoint(self._main.position, self._tree.position)
+            except OSError:
+                log.warning("%s: checkpointing the index failed; the next open scans a "
+                            "longer tail", self, exc_info=True)
+            self._since_checkpoint = 0
 
     def _checkpoint(self) -> None:
         try:
