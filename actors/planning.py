@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from everchat.actors.memory import (
+    cut_utf8,
     LINE_LIMIT,
     Budget,
     Planner,
@@ -27,9 +28,12 @@ from everchat.actors.memory import (
     start,
 )
 from everchat.actors.memory import children as _children
-from everchat.actors.store import BadInput, CorruptRecord, StoreError
+from everchat.actors.store import BadInput, CorruptRecord
 
 __all__ = ["Planning", "ZoomError", "ZOOM_PAGE_BYTES"]
+
+UNSETTLED_MARK = "(not summarized yet, first 512 bytes) "
+"""R36: how an unbuilt line reads when a turn stopped waiting for it."""
 
 ZOOM_PAGE_BYTES = 16_000
 """R35: `zoom(id, 1)` returns a message in pages of 16,000 bytes."""
@@ -160,13 +164,23 @@ class Planning:
             text = self.store.node(*node_of(key))
         return text
 
-    def view_lines(self) -> list[str]:
-        """R14/R15: the view's lines, oldest first, without tags."""
-        return [render_line(key, self.node_text(key)) for key in self.planner.view.ordered()]
+    def view_lines(self, fallback: bool = False) -> list[str]:
+        """R14/R15: the view's lines, oldest first, without tags.
 
-    def render_view(self) -> str:
+        With `fallback` (R36, a turn that waited past its settle timeout) an
+        unbuilt line shows its message's line cut to 512 bytes, marked as such.
+        """
+        lines = []
+        for key in self.planner.view.ordered():
+            text = self.node_text(key)
+            if text is None and fallback:
+                text = UNSETTLED_MARK + cut_utf8(self.compaction_input(key)[0], LINE_LIMIT)
+            lines.append(render_line(key, text))
+        return lines
+
+    def render_view(self, fallback: bool = False) -> str:
         """R14: `<chat>`, one line per node, `</chat>`."""
-        return "<chat>\n" + "".join(line + "\n" for line in self.view_lines()) + "</chat>"
+        return "<chat>\n" + "".join(line + "\n" for line in self.view_lines(fallback)) + "</chat>"
 
     def zoom(self, first: int, count: int, page: int = 1) -> str:
         """R35: a line's two halves (count >= 2), or a message whole (count = 1), paged."""

@@ -40,6 +40,20 @@ def _parser() -> argparse.ArgumentParser:
     date.add_argument("id", type=int)
     note = commands.add_parser("note", parents=[common], help="log a note (a memory from before the chat)")
     note.add_argument("text")
+    serve = commands.add_parser("serve", parents=[common], help="run the chat's actors until interrupted")
+    serve.add_argument("--processes", action="store_true", help="every actor in its own process")
+    serve.add_argument("--tcp", action="store_true", help="with --processes: tcp with CURVE keys instead of ipc")
+    serve.add_argument("--workers", type=int, default=2, help="compactor workers, 1 to 8 (R31)")
+    serve.add_argument("--remote", action="append", default=[], metavar="NAME",
+                       help="an actor that joins from another host instead of being started here")
+    actor = commands.add_parser("actor", parents=[common], help="run one actor that joins a running chat")
+    actor.add_argument("name", help="e.g. compactor.3")
+    actor.add_argument("--join", required=True, metavar="ENDPOINT", help="the supervisor's endpoint (tcp://HOST:PORT)")
+    actor.add_argument("--bind", default="tcp://127.0.0.1:0", help="this actor's own endpoint")
+    actor.add_argument("--keys", type=Path, default=None, help="the CURVE key folder shared with the chat")
+    ops = commands.add_parser("ops", parents=[common], help="a live table of every actor's mailbox")
+    ops.add_argument("--once", action="store_true")
+    ops.add_argument("--json", action="store_true")
     return parser
 
 
@@ -52,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     from everchat.actors.chat import Chat, ZoomError
     from everchat.actors.store import BadInput, StoreError
 
+    if args.command in ("serve", "actor", "ops"):
+        return _run_actors(args, data_dir)
     try:
         if args.command == "note":
             with Chat.open(data_dir, create=True) as chat:
@@ -75,6 +91,50 @@ def main(argv: list[str] | None = None) -> int:
     except (StoreError, ZoomError, BadInput) as error:
         print(f"everchat: {error}", file=sys.stderr)
         return 1
+
+
+def _run_actors(args, data_dir: Path) -> int:
+    import signal
+    import threading
+
+    stop = threading.Event()
+    if args.command == "ops":
+        from everchat.frontends.ops import NoSupervisor, run_ops
+
+        try:
+            return run_ops(data_dir, once=args.once, as_json=args.json)
+        except NoSupervisor as error:
+            print(f"everchat: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if args.command == "actor":
+        from everchat.actors.process import run_actor
+
+        keys = args.keys or data_dir / "config" / "keys"
+        try:
+            return run_actor(args.name, data_dir, args.join, args.bind, None, keys, stop)
+        except KeyboardInterrupt:
+            return 0
+    from everchat.actors.supervisor import Placement, Supervisor
+
+    placement = Placement(
+        mode="processes" if args.processes else "single",
+        transport="tcp" if args.tcp else "ipc",
+        workers=args.workers,
+        remote=tuple(args.remote),
+    )
+    supervisor = Supervisor(data_dir, placement).start()
+    print(f"everchat: serving {data_dir} ({placement.mode}, {placement.workers} workers) at {supervisor.node.endpoint}",
+          flush=True)
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        supervisor.stop()
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,70 @@
+"""Compactor workers: each builds one node at a time (R26-R31).
+
+A worker pulls its next job from the planner (`NextJob`, answered when there is
+work), builds the line with its summarizer, and tells the planner `Built` or
+`BuildFailed`. Up to 8 workers run (R31); the planner never starts more jobs than
+that at once, whatever the number of workers. Workers hold no state that must
+outlive them: a job lost with a dead worker is handed out again by the planner.
+
+Until the model connections land (issue 4) the summarizer is `scripted_summary`,
+a deterministic stand-in that keeps every line within 512 bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+
+from everchat.actors.memory import LINE_LIMIT, cut_utf8
+from everchat.transport import Actor, AskTimeout, PeerLost, schema
+
+__all__ = ["CompactorWorker", "scripted_summary", "Summarizer"]
+
+log = logging.getLogger("everchat.compactor")
+
+Summarizer = Callable[[schema.BuildJob], str]
+
+_PULL_SECONDS = 30.0
+
+
+def scripted_summary(job: schema.BuildJob) -> str:
+    """A deterministic line for a job: the node's name, a digest of its input, and
+    the input's first words, cut to 512 bytes (R29's final cut)."""
+    body = " / ".join(part.split("|", 1)[-1] for part in job.input)
+    digest = hashlib.sha256("\n".join(job.input).encode()).hexdigest()[:12]
+    first = job.i << job.l
+    return cut_utf8(f"[{first}+{1 << job.l} #{digest}] {body}".replace("\n", " "), LINE_LIMIT)
+
+
+class CompactorWorker(Actor):
+    """One compaction at a time; the handlers run in the worker's own thread."""
+
+    def __init__(self, planner: str = "planner", summarizer: Summarizer = scripted_summary) -> None:
+        super().__init__()
+        self.planner = planner
+        self.summarizer = summarizer
+
+    def on_start(self) -> None:
+        """Runs in the worker's thread: start pulling."""
+        super().on_start()
+        self.node.tell(self.name, schema.PullWork())
+
+    def on_pull_work(self, msg: schema.PullWork, delivery) -> None:
+        try:
+            job = self.node.ask(self.planner, schema.NextJob(worker=self.name), timeout=_PULL_SECONDS * 2)
+        except (AskTimeout, PeerLost) as error:
+            log.info("%s: no answer from %s (%s); asking again", self, self.planner, error)
+            job = None
+        if isinstance(job, schema.BuildJob):
+            self._build(job)
+        self.node.tell(self.name, schema.PullWork())
+
+    def _build(self, job: schema.BuildJob) -> None:
+        try:
+            text = self.summarizer(job)
+        except Exception as error:  # any failure of the model call is reported, never silent (R30)
+            log.warning("%s: building %d+%d failed: %s", self, job.i << job.l, 1 << job.l, error)
+            self.node.tell(self.planner, schema.BuildFailed(l=job.l, i=job.i, reason=str(error), worker=self.name))
+            return
+        self.node.tell(self.planner, schema.Built(l=job.l, i=job.i, text=text, worker=self.name))

@@ -1,0 +1,103 @@
+"""The log writer actor: the only owner of the chat folder (R4, R5).
+
+A thin shell around `ChatStore`. Every other actor asks it to append and to read;
+appends are idempotent by key, so a retried ask never logs twice. After each
+append's fsync it tells the planner the new messages' lines (a reliable tell: the
+planner must see every message) and publishes one `MessageLogged` event per
+append for whoever else listens.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from everchat.actors.store import ChatStore
+from everchat.transport import Actor, schema
+
+__all__ = ["LogWriter"]
+
+log = logging.getLogger("everchat.log_writer")
+
+
+class LogWriter(Actor):
+    """Owns the chat folder; its `on_*` handlers run in the actor's own thread."""
+
+    def __init__(self, path: str | Path, planner: str = "planner") -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.planner = planner
+        self.store: ChatStore | None = None
+
+    def on_start(self) -> None:
+        """Runs in the actor's thread before any message. Opening fails loudly
+        (ChatLocked names the owner, CorruptRecord the file and offset); the
+        supervisor sees the failure and does not retry a locked folder forever."""
+        super().on_start()
+        self.store = ChatStore.open(self.path, create=True)
+
+    def on_stop(self) -> None:
+        """Runs in the actor's thread after the last message: releases the lock."""
+        if self.store is not None:
+            self.store.close()
+        super().on_stop()
+
+    # -- appends -------------------------------------------------------------------
+
+    def on_append(self, msg: schema.Append, delivery) -> schema.Appended:
+        before = self.store.message_count
+        ids = self.store.append_message(msg.kind, msg.text, key=msg.key, images=msg.images, meta=msg.meta)
+        self._announce(ids, before)
+        return schema.Appended(ids=ids)
+
+    def on_append_many(self, msg: schema.AppendMany, delivery) -> schema.AppendedMany:
+        before = self.store.message_count
+        items = [(item.kind, item.text, item.key, item.images, item.meta) for item in msg.items]
+        id_lists = self.store.append_messages(items)
+        self._announce([i for ids in id_lists for i in ids], before)
+        return schema.AppendedMany(ids=id_lists)
+
+    def _announce(self, ids: list[int], before: int) -> None:
+        new = [i for i in ids if i >= before]
+        if not new:
+            return  # a resent key: announced the first time
+        lines = [self.store.message_line(i) for i in new]
+        self.node.tell(self.planner, schema.Logged(first=new[0], lines=lines))
+        self.node.publish("logged", schema.MessageLogged(i=new[-1], line_bytes=len(lines[-1].encode())))
+
+    # -- reads -----------------------------------------------------------------------
+
+    def on_read_message(self, msg: schema.ReadMessage, delivery) -> schema.MessageRecord:
+        record = self.store.message(msg.i)
+        return schema.MessageRecord(
+            i=record.i,
+            kind=record.kind,
+            text=record.text,
+            size=record.size,
+            date=record.date,
+            images=list(record.images),
+            meta=record.meta,
+        )
+
+    def on_read_nodes(self, msg: schema.ReadNodes, delivery) -> schema.NodeTexts:
+        return schema.NodeTexts(texts=[self.store.node(l, i) for l, i in msg.nodes])
+
+    def on_load_state(self, msg: schema.LoadState, delivery) -> schema.ChatState:
+        view, cview = self.store.load_views()
+        after = -1 if view is None else view["t"]
+        records = [(list(merges), t, still_open) for merges, t, still_open in self.store.merge_records(after_t=after)]
+        return schema.ChatState(messages=self.store.message_count, view=view, cview=cview, records=records)
+
+    # -- the planner's saves ------------------------------------------------------------
+
+    def on_save_nodes(self, msg: schema.SaveNodes, delivery) -> schema.Ack:
+        self.store.append_nodes(msg.nodes)
+        return schema.Ack()
+
+    def on_save_merge(self, msg: schema.SaveMerge, delivery) -> schema.Ack:
+        self.store.append_merge(msg.merges, msg.t, msg.open)
+        return schema.Ack()
+
+    def on_save_views(self, msg: schema.SaveViews, delivery) -> schema.Ack:
+        self.store.save_views(msg.view, msg.cview)
+        return schema.Ack()

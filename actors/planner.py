@@ -1,0 +1,260 @@
+"""The planner actor: the view, the compaction view and the work queues (R13-R33).
+
+A thin shell around `Planning`, whose store is a proxy that asks the log writer.
+It plans each message the log writer announces, hands build jobs to compactor
+workers that pull them (never found by scanning, R32), records their results, and
+answers the waits of turns (`SettleView`, R36) and of tests (`PoolIdle`).
+
+A failure to save (the log writer is gone) is not papered over: the handler
+raises, the actor stops, and the supervisor restarts it; the new planner recovers
+from the chat folder (R22, R24) exactly as after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from everchat.actors.memory import Budget, key_of, name, node_of
+from everchat.actors.planning import Planning
+from everchat.transport import Actor, schema
+
+__all__ = ["PlannerActor", "StoreProxy"]
+
+log = logging.getLogger("everchat.planner")
+
+_ASK_SECONDS = 30.0
+_IDLE_WORKER_SECONDS = 15.0
+"""A worker waiting longer than this gets `NoJob` and asks again, so no reply ever
+lands near its ask's deadline (a late reply would be dropped with the job in it)."""
+
+
+class StoreProxy:
+    """The log store's methods that `Planning` uses, as asks to the log writer."""
+
+    def __init__(self, node, log_writer: str, state: schema.ChatState) -> None:
+        self.node = node
+        self.log_writer = log_writer
+        self.state = state
+        self.path = f"<log writer {log_writer}>"
+
+    def _ask(self, msg):
+        return self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS)
+
+    @property
+    def message_count(self) -> int:
+        return self.state.messages
+
+    def load_views(self):
+        return self.state.view, self.state.cview
+
+    def merge_records(self, after_t: int = -1):
+        return [(merges, t, still_open) for merges, t, still_open in self.state.records if t > after_t]
+
+    def message_line(self, i: int) -> str:
+        record = self._ask(schema.ReadMessage(i=i))
+        return f"{record.kind}: {record.text}"
+
+    def message(self, i: int):
+        return self._ask(schema.ReadMessage(i=i))
+
+    def node(self, l: int, i: int) -> str | None:
+        return self._ask(schema.ReadNodes(nodes=[(l, i)])).texts[0]
+
+    def append_nodes(self, nodes) -> None:
+        self._ask(schema.SaveNodes(nodes=[(l, i, text) for l, i, text in nodes]))
+
+    def append_merge(self, merges, t: int, still_open: bool) -> None:
+        self._ask(schema.SaveMerge(merges=[(l, i) for l, i in merges], t=t, open=still_open))
+
+    def save_views(self, view: dict, cview: dict) -> None:
+        self._ask(schema.SaveViews(view=view, cview=cview))
+
+
+@dataclass
+class _Waiter:
+    delivery: object
+    since: float
+    until: int = 0
+    timeout: float = 0.0
+
+
+class PlannerActor(Actor):
+    """Plans messages and hands out build jobs; handlers run in the actor's thread."""
+
+    def __init__(self, budget: Budget | None = None, log_writer: str = "log_writer") -> None:
+        super().__init__()
+        self.budget = budget or Budget()
+        self.log_writer = log_writer
+        self.planning: Planning | None = None
+        self.queue: deque[int] = deque()  # started jobs not yet handed to a worker
+        self.assigned: dict[int, str] = {}  # job key -> worker
+        self.attempts: dict[int, int] = {}
+        self.workers: deque[_Waiter] = deque()  # NextJob asks waiting for work
+        self.idle_waiters: list[_Waiter] = []
+        self.settle_waiters: list[_Waiter] = []
+        self._ticker: threading.Timer | None = None
+
+    def on_start(self) -> None:
+        """Runs in the actor's thread: recover from the log writer's saved state.
+
+        If the log writer cannot be reached the start fails and the supervisor
+        restarts this actor later."""
+        super().on_start()
+        state = self.node.ask(self.log_writer, schema.LoadState(), timeout=_ASK_SECONDS)
+        proxy = StoreProxy(self.node, self.log_writer, state)
+        self.planning = Planning.recover(proxy, self.budget)
+        self._dispatch(self.planning.start_all())
+        self._tick()
+
+    def on_stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        super().on_stop()
+
+    def _tick(self) -> None:
+        self._ticker = threading.Timer(1.0, lambda: self.node.tell(self.name, schema.Tick()))
+        self._ticker.daemon = True
+        self._ticker.start()
+
+    # -- messages ---------------------------------------------------------------------
+
+    def on_logged(self, msg: schema.Logged, delivery) -> None:
+        planning = self.planning
+        planning.store.state = _advanced(planning.store.state, msg.first + len(msg.lines))
+        lines = {msg.first + n: line for n, line in enumerate(msg.lines)}
+        for step in planning.plan(list(lines), lines):
+            self._dispatch(step.started)
+        self._answer_idle()
+
+    def on_built(self, msg: schema.Built, delivery) -> None:
+        key = key_of(msg.l, msg.i)
+        if key not in self.planning.planner.running:
+            log.info("%s: dropped a result for %s from %s: not running (a retried job)", self, name(key), msg.worker)
+            return
+        self._release(key)
+        step = self.planning.built(key, msg.text)
+        self.node.publish("built", schema.NodeBuilt(l=msg.l, i=msg.i))
+        self._dispatch(step.started)
+        self._answer_settled()
+        self._answer_idle()
+
+    def on_build_failed(self, msg: schema.BuildFailed, delivery) -> None:
+        key = key_of(msg.l, msg.i)
+        if key not in self.planning.planner.running:
+            return
+        log.warning("%s: building %s failed on %s: %s", self, name(key), msg.worker, msg.reason)
+        self._release(key)
+        self._dispatch(self.planning.failed(key).started)
+        self._answer_idle()
+
+    def on_next_job(self, msg: schema.NextJob, delivery):
+        self.workers.append(_Waiter(delivery, time.monotonic()))
+        self._hand_out()
+        return schema.DEFERRED
+
+    def on_pool_idle(self, msg: schema.PoolIdle, delivery):
+        self.idle_waiters.append(_Waiter(delivery, time.monotonic()))
+        self._answer_idle()
+        return schema.DEFERRED
+
+    def on_settle_view(self, msg: schema.SettleView, delivery):
+        """R36: answer once every view line before `until` is built, or at the timeout
+        with the unbuilt lines shown as their message cut to 512 bytes."""
+        waiter = _Waiter(delivery, time.monotonic(), msg.until, msg.timeout)
+        self.settle_waiters.append(waiter)
+        self._dispatch(self.planning.planner.wait_for(msg.until))
+        self._answer_settled()
+        return schema.DEFERRED
+
+    def _answer_settled(self, expired: bool = False) -> None:
+        planner = self.planning.planner
+        now = time.monotonic()
+        keep = []
+        for waiter in self.settle_waiters:
+            settled = planner.settled(waiter.until)
+            if settled or now - waiter.since >= waiter.timeout:
+                waiter.delivery.reply(
+                    schema.SettledView(
+                        text=self.planning.render_view(fallback=not settled),
+                        messages=planner.messages,
+                        unbuilt=planner.unbuilt_lines(),
+                    )
+                )
+            else:
+                keep.append(waiter)
+        self.settle_waiters = keep
+        if not keep and planner.waiting_for >= 0:
+            self._dispatch(planner.stop_waiting())
+
+    def on_actor_restarted(self, msg: schema.ActorRestarted, delivery) -> None:
+        """A worker died: its jobs go back to the queue at once (they are still running)."""
+        lost = [key for key, worker in self.assigned.items() if worker == msg.name]
+        for key in lost:
+            del self.assigned[key]
+            self.queue.appendleft(key)
+        if lost:
+            log.warning("%s: %s restarted; handing out %s again", self, msg.name, [name(key) for key in lost])
+        self._hand_out()
+
+    def on_tick(self, msg: schema.Tick, delivery) -> None:
+        now = time.monotonic()
+        while self.workers and now - self.workers[0].since > _IDLE_WORKER_SECONDS:
+            self.workers.popleft().delivery.reply(schema.NoJob())
+        if self.settle_waiters:
+            self._answer_settled()
+        self._tick()
+
+    # -- jobs ---------------------------------------------------------------------------
+
+    def _dispatch(self, started: list[int]) -> None:
+        self.queue.extend(started)
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        while self.queue and self.workers:
+            waiter = self.workers.popleft()
+            if waiter.delivery.deadline is not None and waiter.delivery.deadline < time.time() + 1.0:
+                continue  # about to expire: the worker asks again
+            key = self.queue.popleft()
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            worker = waiter.delivery.sender
+            self.assigned[key] = worker
+            l, i = node_of(key)
+            waiter.delivery.reply(
+                schema.BuildJob(
+                    l=l,
+                    i=i,
+                    context=self.planning.compaction_context(key),
+                    input=self.planning.compaction_input(key),
+                    attempt=self.attempts[key],
+                )
+            )
+
+    def _release(self, key: int) -> None:
+        self.assigned.pop(key, None)
+        self.attempts.pop(key, None)
+        if key in self.queue:
+            self.queue.remove(key)
+
+    def _answer_idle(self) -> None:
+        if not self.idle_waiters:
+            return
+        planner = self.planning.planner
+        if planner.running:
+            return
+        reply = schema.Idle(idle=True, running=0, queued=len(self.queue))
+        for waiter in self.idle_waiters:
+            waiter.delivery.reply(reply)
+        self.idle_waiters.clear()
+
+
+def _advanced(state: schema.ChatState, messages: int) -> schema.ChatState:
+    """The proxy's message count after new messages were logged."""
+    if messages <= state.messages:
+        return state
+    return schema.ChatState(messages=messages, view=state.view, cview=state.cview, records=[])
+

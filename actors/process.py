@@ -1,0 +1,79 @@
+"""Run one actor in this process: what the supervisor starts for `--processes`,
+and what `everchat actor NAME --join …` runs on another host.
+
+    python -m everchat.actors.process --name planner --chat DIR --supervisor ENDPOINT --bind ENDPOINT
+
+The process makes its node, registers the actor with the supervisor (which
+answers with the directory of every actor), hosts it, and lives until it is told
+to stop (SIGTERM) or its actor dies (then it exits non-zero so the supervisor
+restarts it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from everchat.transport import KeyStore, Node, schema
+
+__all__ = ["main", "run_actor"]
+
+log = logging.getLogger("everchat.process")
+
+
+def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: str | None,
+              keys: Path | None = None, stop: threading.Event | None = None) -> int:
+    from everchat.actors.supervisor import NodeAgent, budget_from_json, build_actor
+    from everchat.actors.memory import Budget
+
+    stop = stop or threading.Event()
+    keystore = KeyStore(keys) if keys else None
+    node = Node(name, bind=bind, keys=keystore)
+    node.start()
+    try:
+        node.route("supervisor", supervisor)
+        node.host(f"node.{name}", NodeAgent)
+        directory = node.ask(
+            "supervisor",
+            schema.Register(name=name, host=socket.gethostname(), pid=os.getpid(), endpoint=node.endpoint),
+            timeout=30.0,
+        )
+        for target, endpoint in directory.routes.items():
+            if target != name and target != f"node.{name}":
+                node.route(target, endpoint)
+        budget = budget_from_json(budget_json) if budget_json else Budget()
+        cls, args = build_actor(name, chat, budget)
+        ref = node.host(name, cls, *args)
+        while not stop.wait(0.1):
+            if not ref.is_alive():
+                log.error("%s: actor %s stopped; exiting so the supervisor restarts it", node, name)
+                return 3
+        return 0
+    finally:
+        node.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run one Everchat actor in this process.")
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--chat", type=Path, required=True)
+    parser.add_argument("--supervisor", required=True, help="the supervisor's endpoint")
+    parser.add_argument("--bind", required=True, help="this process's endpoint (ipc://… or tcp://127.0.0.1:0)")
+    parser.add_argument("--budget", default=None)
+    parser.add_argument("--keys", type=Path, default=None, help="the CURVE key folder, for tcp")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.name}[{os.getpid()}] %(levelname)s %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    return run_actor(args.name, args.chat, args.supervisor, args.bind, args.budget, args.keys, stop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,322 @@
+"""The supervisor: starts every actor from a placement, restarts the ones that crash,
+keeps the registry of where each lives, and gathers mailbox statistics (ops console).
+
+Placements (configuration, not code):
+- `single`: every actor in this process (the default; fast start);
+- `processes`: every actor in its own OS process, over ipc (or tcp with CURVE);
+- any actor may also join from another host (`everchat actor NAME --join tcp://…`):
+  the supervisor then expects it instead of starting it.
+
+A crashed actor is restarted with exponential backoff; past the limit the
+supervisor gives up on it with a clear error. A restarted actor recovers from the
+log writer (the planner reloads the saved view; nothing is rebuilt by another rule).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from everchat.actors.compactor import CompactorWorker
+from everchat.actors.log_writer import LogWriter
+from everchat.actors.memory import Budget
+from everchat.actors.planner import PlannerActor
+from everchat.transport import Actor, KeyStore, Node, schema
+
+__all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor"]
+
+log = logging.getLogger("everchat.supervisor")
+
+_BACKOFF_FIRST = 0.1
+_BACKOFF_MAX = 5.0
+_RESTART_LIMIT = 10  # restarts within _RESTART_WINDOW seconds before giving up
+_RESTART_WINDOW = 60.0
+
+
+class GaveUp(RuntimeError):
+    """An actor crashed more often than the restart limit allows."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the actors run. `workers` compactor workers (1 … 8, R31)."""
+
+    mode: str = "single"  # "single" or "processes"
+    transport: str = "ipc"  # for "processes": "ipc" or "tcp" (CURVE)
+    workers: int = 2
+    remote: tuple[str, ...] = ()  # names that join from elsewhere instead of being started
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("single", "processes"):
+            raise ValueError(f"placement mode is 'single' or 'processes', not {self.mode!r}")
+        if self.transport not in ("ipc", "tcp"):
+            raise ValueError(f"transport is 'ipc' or 'tcp', not {self.transport!r}")
+        if not 1 <= self.workers <= 8:
+            raise ValueError(f"workers must be 1 to 8 (R31), not {self.workers}")
+
+
+def actor_names(placement: Placement) -> list[str]:
+    """Start order: the log writer first (everyone asks it), then the planner, then workers."""
+    return ["log_writer", "planner"] + [f"compactor.{n}" for n in range(placement.workers)]
+
+
+def build_actor(name: str, chat: Path, budget: Budget):
+    """The class and arguments of the actor called `name`."""
+    if name == "log_writer":
+        return LogWriter, (chat,)
+    if name == "planner":
+        return PlannerActor, (budget,)
+    if name.startswith("compactor."):
+        return CompactorWorker, ()
+    raise ValueError(f"no actor is called {name!r}")
+
+
+def budget_to_json(budget: Budget) -> str:
+    return json.dumps(budget.__dict__)
+
+
+def budget_from_json(text: str) -> Budget:
+    return Budget(**json.loads(text))
+
+
+class NodeAgent(Actor):
+    """One per process: applies directory updates and reports this node's mailboxes."""
+
+    def on_directory(self, msg: schema.Directory, delivery) -> None:
+        for target, endpoint in msg.routes.items():
+            self.node.route(target, endpoint)
+
+    def on_stats_request(self, msg: schema.StatsRequest, delivery) -> schema.StatsReply:
+        return schema.StatsReply(actors=[stats.as_dict() for stats in self.node.statistics()])
+
+    def on_ping(self, msg: schema.Ping, delivery) -> schema.Pong:
+        return schema.Pong(payload=msg.payload)
+
+
+class SupervisorActor(NodeAgent):
+    """The registry: who lives where; handlers run in this actor's thread."""
+
+    def __init__(self, supervisor: "Supervisor") -> None:
+        super().__init__()
+        self.supervisor = supervisor
+
+    def on_register(self, msg: schema.Register, delivery) -> schema.Directory:
+        return self.supervisor.registered(msg)
+
+    def on_stats_request(self, msg: schema.StatsRequest, delivery) -> schema.StatsReply:
+        return schema.StatsReply(actors=self.supervisor.statistics())
+
+
+@dataclass
+class _Child:
+    name: str
+    process: subprocess.Popen | None = None
+    ref: object = None  # the pykka ActorRef, in the single placement
+    endpoint: str = ""
+    host: str = ""
+    pid: int = 0
+    restarts: int = 0
+    crashes: list[float] = field(default_factory=list)
+    registered: threading.Event = field(default_factory=threading.Event)
+    gave_up: str = ""
+
+
+class Supervisor:
+    """Runs a chat's actors by a placement. `start()` returns once every actor is up."""
+
+    def __init__(self, chat: str | Path, placement: Placement | None = None, budget: Budget | None = None,
+                 run_dir: str | Path | None = None) -> None:
+        self.chat = Path(chat)
+        self.placement = placement or Placement()
+        self.budget = budget or Budget(jobs=self.placement.workers)
+        self.run_dir = Path(run_dir) if run_dir else self.chat / "run"
+        self.children: dict[str, _Child] = {name: _Child(name) for name in actor_names(self.placement)}
+        self.routes: dict[str, str] = {}
+        self.node: Node | None = None
+        self.keys: KeyStore | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._monitor: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return f"<Supervisor {self.chat} {self.placement.mode} pid={os.getpid()} host={socket.gethostname()}>"
+
+    # -- starting ------------------------------------------------------------------
+
+    def _endpoint(self, name: str) -> str | None:
+        """Where a process listens. In `single` only the supervisor's node listens
+        (for the ops console and joining actors); every actor is in it."""
+        if self.placement.mode == "single" and name != "supervisor":
+            return None
+        if self.placement.transport == "tcp":
+            return "tcp://127.0.0.1:0"
+        return f"ipc://{self.run_dir / (name + '.sock')}"
+
+    def start(self, timeout: float = 60.0) -> "Supervisor":
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.placement.transport == "tcp":
+            self.keys = KeyStore(self.chat / "config" / "keys")
+        self.node = Node("supervisor", bind=self._endpoint("supervisor"), keys=self.keys)
+        self.node.start()
+        self.node.host("supervisor", SupervisorActor, self)
+        if self.node.endpoint:
+            self.routes["supervisor"] = self.node.endpoint
+        self._write_run_file()
+        deadline = time.monotonic() + timeout
+        for child in self.children.values():
+            if child.name in self.placement.remote:
+                continue
+            self._launch(child)
+            if not child.registered.wait(max(0.0, deadline - time.monotonic())):
+                self.stop()
+                raise TimeoutError(f"{self}: {child.name} did not start within {timeout} s")
+        for name in self.placement.remote:
+            if not self.children[name].registered.wait(max(0.0, deadline - time.monotonic())):
+                self.stop()
+                raise TimeoutError(f"{self}: {name} did not join within {timeout} s")
+        self._monitor = threading.Thread(target=self._watch, name="supervisor-monitor", daemon=True)
+        self._monitor.start()
+        return self
+
+    def _write_run_file(self) -> None:
+        info = {"version": 1, "pid": os.getpid(), "host": socket.gethostname(), "endpoint": self.node.endpoint,
+                "placement": self.placement.mode, "transport": self.placement.transport}
+        path = self.run_dir / "supervisor.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, path)
+
+    def _launch(self, child: _Child) -> None:
+        child.registered.clear()
+        if self.placement.mode == "single":
+            cls, args = build_actor(child.name, self.chat, self.budget)
+            child.ref = self.node.host(child.name, cls, *args)
+            child.host, child.pid = socket.gethostname(), os.getpid()
+            child.registered.set()
+            return
+        command = [
+            sys.executable, "-m", "everchat.actors.process",
+            "--name", child.name,
+            "--chat", str(self.chat),
+            "--supervisor", self.node.endpoint,
+            "--bind", self._endpoint(child.name),
+            "--budget", budget_to_json(self.budget),
+        ]
+        if self.keys is not None:
+            command += ["--keys", str(self.keys.folder)]
+        child.process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+
+    def registered(self, msg: schema.Register) -> schema.Directory:
+        """A process announced an actor (started by us or joining from elsewhere)."""
+        with self._lock:
+            child = self.children.get(msg.name)
+            if child is None:
+                raise ValueError(f"{self}: no actor called {msg.name!r} belongs to this chat")
+            child.endpoint, child.host, child.pid = msg.endpoint, msg.host, msg.pid
+            self.routes[msg.name] = msg.endpoint
+            self.routes[f"node.{msg.name}"] = msg.endpoint
+            routes = dict(self.routes)
+        self.node.route(msg.name, msg.endpoint)
+        self.node.route(f"node.{msg.name}", msg.endpoint)
+        for other in self.children.values():
+            if other.name != msg.name and other.registered.is_set() and other.endpoint:
+                self.node.tell(f"node.{other.name}", schema.Directory(routes=routes))
+        if child.restarts and msg.name.startswith("compactor."):
+            self.node.tell("planner", schema.ActorRestarted(name=msg.name))
+        child.registered.set()
+        return schema.Directory(routes=routes)
+
+    # -- watching and restarting ------------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(0.05):
+            for child in list(self.children.values()):
+                if child.gave_up or child.name in self.placement.remote:
+                    continue
+                if self._alive(child):
+                    continue
+                self._restart(child)
+
+    def _alive(self, child: _Child) -> bool:
+        if self.placement.mode == "single":
+            return child.ref is not None and child.ref.is_alive()
+        return child.process is not None and child.process.poll() is None
+
+    def _restart(self, child: _Child) -> None:
+        now = time.monotonic()
+        child.crashes = [t for t in child.crashes if now - t < _RESTART_WINDOW] + [now]
+        code = child.process.returncode if child.process is not None else "stopped"
+        if len(child.crashes) > _RESTART_LIMIT:
+            child.gave_up = f"{child.name} crashed {len(child.crashes)} times within {_RESTART_WINDOW:.0f} s; giving up"
+            log.error("%s: %s (last exit: %s)", self, child.gave_up, code)
+            return
+        delay = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (len(child.crashes) - 1))
+        log.warning("%s: %s stopped (exit %s); restarting in %.1f s", self, child.name, code, delay)
+        if self._stopping.wait(delay):
+            return
+        child.restarts += 1
+        if self.placement.mode == "single":
+            self.node.stop_actor(child.name)
+        self._launch(child)
+        if self.placement.mode == "single" and child.name.startswith("compactor."):
+            self.node.tell("planner", schema.ActorRestarted(name=child.name))
+
+    # -- statistics ---------------------------------------------------------------------
+
+    def statistics(self) -> list[dict]:
+        rows = [stats.as_dict() for stats in self.node.statistics()]
+        if self.placement.mode == "processes":
+            for child in self.children.values():
+                if not child.registered.is_set() or child.gave_up:
+                    continue
+                try:
+                    reply = self.node.ask(f"node.{child.name}", schema.StatsRequest(), timeout=2.0)
+                except Exception as error:  # a dead child shows as such, the table goes on
+                    rows.append({"name": child.name, "host": child.host, "pid": child.pid, "error": str(error)})
+                    continue
+                rows += reply.actors
+        by_name = {child.name: child for child in self.children.values()}
+        for row in rows:
+            child = by_name.get(row.get("name"))
+            if child is not None:
+                row["restarts"] = child.restarts
+                if child.gave_up:
+                    row["error"] = child.gave_up
+        return rows
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._monitor is not None:
+            self._monitor.join(timeout=5)
+        for child in reversed(list(self.children.values())):
+            if child.process is not None and child.process.poll() is None:
+                child.process.terminate()
+        for child in self.children.values():
+            if child.process is not None:
+                try:
+                    child.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.process.kill()
+                    child.process.wait()
+        if self.node is not None:
+            self.node.stop()
+        try:
+            (self.run_dir / "supervisor.json").unlink()
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> "Supervisor":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
