@@ -16,15 +16,21 @@ from everchat.tools.fakemodel import FakeModelServer, ManualClock, RateLimited, 
 SYSTEM = "You are a fake model, be kind :-) ok"[:40].ljust(40, ".")  # 40 bytes: 10 tokens
 
 
-@pytest.fixture
-def server():
+@pytest.fixture(scope="module")
+def shared():
     with FakeModelServer(clock=ManualClock(), cache_min_tokens=0) as server:
-        yield server
+        yield server, anthropic.Anthropic(base_url=server.base_url, api_key="test-key", max_retries=0)
 
 
 @pytest.fixture
-def client(server):
-    return anthropic.Anthropic(base_url=server.base_url, api_key="test-key", max_retries=0)
+def server(shared):
+    shared[0].reset()
+    return shared[0]
+
+
+@pytest.fixture
+def client(shared, server):
+    return shared[1]
 
 
 def text(s: str, mark: str | None = None) -> dict:
@@ -188,7 +194,7 @@ def test_r23_a_prefix_becomes_readable_only_when_its_writer_starts_answering(cli
     assert usage_of(early) == (0, 14, 0)  # wrote it again: a second writer of the same prefix
     first, second = server.model_calls
     assert second.cache.duplicate_of == (first.id,)
-    assert second.ended < first.first_byte
+    assert second.first_byte < first.first_byte
     assert usage_of(ask(client, content, system=SYSTEM)) == (14, 0, 0)
     assert server.cache_stats().duplicate_writers == 1
 

@@ -139,9 +139,6 @@ async def _guarded(request: web.Request, api: str, handler: Any) -> web.StreamRe
     except _Failed as failed:
         outcome = (failed.response.status, failed.outcome)
         return failed.response
-    except (ConnectionResetError, ConnectionError):
-        outcome = (ex.status, "client closed")
-        raise
     except asyncio.CancelledError:
         outcome = (ex.status, "cancelled")
         raise
@@ -207,7 +204,7 @@ async def _model_call(request: web.Request, state: ServerState, ex: Exchange) ->
     if fault is not None:
         ex.fault = fault.name
         if not isinstance(fault, _MID_STREAM) or (not stream and isinstance(fault, StreamError)):
-            raise _Failed(_fault_response(api, ex, fault, model), fault.name)
+            raise _Failed(_fault_response(api, ex, fault, model))
         if fault.reply is not None:  # type: ignore[attr-defined]
             reply = as_reply(fault.reply)  # type: ignore[attr-defined]
         else:
@@ -238,12 +235,20 @@ async def _send_whole(request: web.Request, state: ServerState, ex: Exchange, an
     if isinstance(fault, DropStream):
         _close(request)
         return web.Response(status=200), (None, fault.name)
+    if _gone(request):
+        return web.Response(status=200), (None, "client closed")
     headers = {"request-id" if ex.api == "anthropic" else "x-request-id": _request_id(ex)}
     state.first_byte(ex)
     if isinstance(fault, GarbageEvent):
         garbage = '{"id": "' + _request_id(ex) + '", "content": [{"type": "te'
         return web.Response(text=garbage, content_type="application/json", headers=headers), (200, fault.name)
     return web.json_response(_WIRES[ex.api].whole(answer), headers=headers), (200, "ok")
+
+
+def _gone(request: web.Request) -> bool:
+    """Whether the client closed the connection (say, its timeout ran out during the latency)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def _close(request: web.Request) -> None:
@@ -259,15 +264,20 @@ async def _send_stream(request: web.Request, state: ServerState, ex: Exchange, a
     headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "request-id" if ex.api == "anthropic" else "x-request-id": _request_id(ex)}
     response = web.StreamResponse(status=200, headers=headers)
-    await response.prepare(request)
-    state.first_byte(ex)
-    for n, event in enumerate(events):
-        if n == strike:
-            return await _strike(request, response, ex, answer, fault, n)
-        if event.chunk:
-            await asyncio.sleep(state.draw(per_chunk))
-        await response.write(event.encode())
-    await response.write_eof()
+    if _gone(request):
+        return response, (None, "client closed")
+    try:
+        await response.prepare(request)
+        state.first_byte(ex)
+        for n, event in enumerate(events):
+            if n == strike:
+                return await _strike(request, response, ex, answer, fault, n)
+            if event.chunk:
+                await asyncio.sleep(state.draw(per_chunk))
+            await response.write(event.encode())
+        await response.write_eof()
+    except ConnectionResetError:  # the client went away mid-stream: nobody to tell
+        return response, (200, "client closed")
     return response, (200, "ok")
 
 

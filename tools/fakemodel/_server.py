@@ -240,6 +240,14 @@ class FakeModelServer:
 
         return self._state.wait_for(enough, timeout)
 
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Block until every request so far has ended (its outcome recorded); False on timeout.
+
+        A client can hold a whole response a moment before the server records how the
+        request ended: wait for this before asserting on `outcome`, `status` or `ended`.
+        """
+        return self._state.wait_for(lambda rows: all(e.ended is not None for e in rows), timeout)
+
     def wait_until(self, predicate: Callable[[list[Exchange]], bool], timeout: float = 10.0) -> bool:
         """Block until `predicate(exchanges)` holds; False on timeout. The predicate sees the
         live records under the server's lock: read them, keep nothing."""
