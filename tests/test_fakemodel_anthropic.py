@@ -248,3 +248,14 @@ def test_count_tokens_counts_with_the_same_tokenizer(client, server):
                                            messages=[{"role": "user", "content": "hello"}])
     assert counted.input_tokens == 2 + 2
     assert server.requests[0].api == "count_tokens"
+
+
+def test_a_rule_that_raises_fails_its_request_visibly(client, server, caplog):
+    server.rule(lambda request: 1 / 0)
+    with pytest.raises(anthropic.InternalServerError, match="ZeroDivisionError"):
+        client.messages.create(model="claude-test", max_tokens=50, messages=HELLO)
+    assert server.wait_idle()
+    ((exchange_id, trace),) = server.errors
+    assert exchange_id == 1 and "ZeroDivisionError" in trace
+    assert server.requests[0].outcome == "server failed"
+    assert "exchange 1 failed" in caplog.text

@@ -185,7 +185,8 @@ def stream_events(a: Answer) -> list[SseEvent]:
             assert isinstance(block, ToolCall)
             opening = {"type": "tool_use", "id": a.call_id(i, block, "toolu_"), "name": block.name, "input": {}}
             events.append(_event("content_block_start", index=i, content_block=opening))
-            events.append(_event("content_block_delta", index=i, delta={"type": "input_json_delta", "partial_json": ""}))
+            empty = {"type": "input_json_delta", "partial_json": ""}  # the API opens with an empty piece
+            events.append(_event("content_block_delta", index=i, delta=empty))
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in a.pieces(block)]
         if i == 0:
             events.append(_event("ping"))

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import time
+import traceback
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,7 +27,17 @@ from aiohttp import web
 
 from . import _anthropic, _chat, _openai, _responses
 from ._record import Exchange, redact
-from ._replies import DropStream, Fault, GarbageEvent, Reply, StreamError, as_reply, fit, output_tokens
+from ._replies import (
+    DropStream,
+    Fault,
+    GarbageEvent,
+    ModelNotFound,
+    Reply,
+    StreamError,
+    as_reply,
+    fit,
+    output_tokens,
+)
 from ._state import ServerState, echo_rule
 from ._tokens import anthropic_blocks, chat_blocks, responses_blocks
 from ._wire import Answer, SseEvent, garbage_event
@@ -142,6 +153,12 @@ async def _guarded(request: web.Request, api: str, handler: Any) -> web.StreamRe
     except asyncio.CancelledError:
         outcome = (ex.status, "cancelled")
         raise
+    except Exception as err:  # a bug here or in a rule: logged, recorded, and a 500 in the API's shape
+        log.exception("fake model server: exchange %d failed", ex.id)
+        state.record_error(ex, traceback.format_exc())
+        outcome = (500, "server failed")
+        return _error(api, ex, 500, "api_error" if _is_anthropic(api) else "server_error",
+                      f"the fake model server failed: {err!r}")
     finally:
         state.finish(ex, *outcome)
         log.debug("exchange %d %s %s -> %s %s", ex.id, request.method, request.path, *outcome)
@@ -193,8 +210,7 @@ async def _model_call(request: web.Request, state: ServerState, ex: Exchange) ->
     _check_version(request, api, ex)
     model = ex.model = body["model"]
     if not state.model_ok(model):
-        raise _Failed(_error(api, ex, 404, "not_found_error" if api == "anthropic" else "invalid_request_error",
-                             f"model: {model}", None if api == "anthropic" else "model_not_found"))
+        raise _Failed(_fault_response(api, ex, ModelNotFound(), model))
     stream = ex.stream = bool(body.get("stream"))
     parsed = wire.parse(body, ex.id, stream)
 

@@ -13,15 +13,18 @@ from ._replies import Fault
 
 __all__ = ["cached_tokens", "error_json", "fault_error", "finish_reason", "models_json"]
 
+_SORRY = "The server had an error while processing your request. Sorry about that!"
+_OVERLOADED = "The engine is currently overloaded, please try again later."
 _FAULTS = {
-    "rate_limited": (429, "requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again later."),
-    "server_error": (500, "server_error", None, "The server had an error while processing your request. Sorry about that!"),
-    "overloaded": (503, "server_error", None, "The engine is currently overloaded, please try again later."),
+    "rate_limited": (429, "requests", "rate_limit_exceeded",
+                     "Rate limit reached for requests. Please try again later."),
+    "server_error": (500, "server_error", None, _SORRY),
+    "overloaded": (503, "server_error", None, _OVERLOADED),
     "model_not_found": (404, "invalid_request_error", "model_not_found",
                         "The model `{model}` does not exist or you do not have access to it."),
     "quota_exceeded": (429, "insufficient_quota", "insufficient_quota",
                        "You exceeded your current quota, please check your plan and billing details."),
-    "stream_error": (503, "server_error", None, "The engine is currently overloaded, please try again later."),
+    "stream_error": (503, "server_error", None, _OVERLOADED),
 }
 
 
@@ -35,9 +38,12 @@ def fault_error(fault: Fault, model: str) -> tuple[int, dict[str, Any]]:
     return status, error_json(message.format(model=model), kind, code)
 
 
+_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}
+
+
 def finish_reason(stop: str) -> str:
     """An Anthropic-style stop reason in Chat Completions' words."""
-    return {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}.get(stop, stop)
+    return _FINISH.get(stop, stop)
 
 
 def cached_tokens(perfect_read: int) -> int:
@@ -46,5 +52,6 @@ def cached_tokens(perfect_read: int) -> int:
 
 
 def models_json(models: list[str]) -> dict[str, Any]:
-    data = [{"id": m, "object": "model", "created": 1735689600, "owned_by": "everchat-fakemodel"} for m in models]
+    data = [{"id": m, "object": "model", "created": 1735689600, "owned_by": "everchat-fakemodel"}
+            for m in models]
     return {"object": "list", "data": data}

@@ -48,7 +48,10 @@ class FakeModelServer:
     callable giving seconds; pass a `ManualClock` to move time by hand).
     `chunk_tokens`: tokens per streamed piece. The cache model's parameters:
     `cache_ttl`, `cache_min_tokens`, `cache_lookback` (Anthropic's: 300 s, 1,024,
-    20). Binds loopback addresses only.
+    20). `record_bodies=False` drops each request's body from its record once it
+    ends (long benchmarks; tell requests apart by a header of your own, e.g.
+    ``extra_headers={"x-everchat-kind": "compaction"}``, which is recorded). Binds
+    loopback addresses only.
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class FakeModelServer:
         cache_ttl: float = 300.0,
         cache_min_tokens: int = 1024,
         cache_lookback: int = 20,
+        record_bodies: bool = True,
     ) -> None:
         if not _loopback(host):
             raise ValueError(f"the fake model server binds loopback addresses only, not {host!r}")
@@ -82,6 +86,7 @@ class FakeModelServer:
             cache_ttl=cache_ttl,
             cache_min_tokens=cache_min_tokens,
             cache_lookback=cache_lookback,
+            record_bodies=record_bodies,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -185,7 +190,10 @@ class FakeModelServer:
         return self._state.scripted_left()
 
     def rule(self, rule: Rule | None) -> FakeModelServer:
-        """Answer with `rule(request)` when the script is empty (None: the default echo)."""
+        """Answer with `rule(request)` when the script is empty (None: the default echo).
+
+        The rule runs on the server's event loop: keep it quick and never block in it
+        (hold a reply with a `Gate` instead). What it raises fails that request (see `errors`)."""
         self._state.set_rule(rule)
         return self
 
@@ -227,6 +235,12 @@ class FakeModelServer:
     def model_calls(self) -> list[Exchange]:
         """The requests to the three model endpoints (not token counts or model lists)."""
         return self._state.exchanges(lambda e: e.is_model_call)
+
+    @property
+    def errors(self) -> list[tuple[int, str]]:
+        """(exchange id, traceback) of every request the server itself failed (a broken rule,
+        or a bug here); each was answered 500 and logged. A test fixture can assert it stays empty."""
+        return self._state.errors()
 
     def cache_stats(self, where: Callable[[Exchange], bool] | None = None) -> CacheStats:
         """Input accounting summed over the requests `where` accepts (default: all)."""

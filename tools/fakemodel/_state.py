@@ -53,12 +53,14 @@ class ServerState:
         cache_ttl: float,
         cache_min_tokens: int,
         cache_lookback: int,
+        record_bodies: bool = True,
     ) -> None:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.api_keys = frozenset(api_keys) if api_keys is not None else None
         self.models = tuple(models) if models is not None else None
         self.chunk_bytes = 4 * chunk_tokens
+        self.record_bodies = record_bodies
         self.clock = clock
         self._seed = seed
         self._latency = latency
@@ -73,6 +75,7 @@ class ServerState:
         self.cache = PromptCache(self.clock, **self._cache_args)
         self._perfect = PerfectPrefix()
         self._exchanges: list[Exchange] = []
+        self._errors: list[tuple[int, str]] = []
 
     def reset(self) -> None:
         """Forget script, rule, injections, latency draws, cache and records (not keys, models, latency)."""
@@ -184,10 +187,21 @@ class ServerState:
                 self.cache.abandon(ex.id)
             ex.status = status
             ex.outcome = outcome
+            if not self.record_bodies:
+                ex.body = None
             ex.ended = time.monotonic()
             self.changed.notify_all()
 
+    def record_error(self, ex: Exchange, trace: str) -> None:
+        with self.lock:
+            ex.notes.append(trace)
+            self._errors.append((ex.id, trace))
+
     # --- inspection, from any thread -------------------------------------------------
+
+    def errors(self) -> list[tuple[int, str]]:
+        with self.lock:
+            return list(self._errors)
 
     def exchanges(self, where: Callable[[Exchange], bool] | None = None) -> list[Exchange]:
         """Copies of the exchanges so far (bodies shared, not copied)."""
