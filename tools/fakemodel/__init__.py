@@ -8,10 +8,15 @@ request. Tokens are counted as ceil(UTF-8 bytes / 4) per block.
 
     with FakeModelServer() as server:
         server.script(Reply(Thinking("hm"), Text("hello")), RateLimited(retry_after=1))
-        client = anthropic.Anthropic(base_url=server.base_url, api_key="test-key")
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="test-key", max_retries=0)
+        gpt = openai.OpenAI(base_url=server.openai_base_url, api_key="test-key", max_retries=0)
         ...
-        server.requests[0].cache.cache_read
+        server.wait_idle()                      # every outcome recorded
+        server.model_calls[0].cache.cache_read  # per-request accounting
+        server.cache_stats().of_perfect         # actual reads / perfect prefix reads
 
+Keys: ``x-api-key`` or ``Authorization: Bearer`` (the anthropic SDK sends the
+latter), checked against `api_keys`; recorded headers never hold them.
 Run by hand: ``python -m everchat.tools.fakemodel --port 8765``.
 """
 

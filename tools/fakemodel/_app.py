@@ -157,6 +157,8 @@ async def _guarded(request: web.Request, api: str, handler: Any) -> web.StreamRe
         log.exception("fake model server: exchange %d failed", ex.id)
         state.record_error(ex, traceback.format_exc())
         outcome = (500, "server failed")
+        if ex.first_byte is not None:  # a response is under way: the connection breaks instead
+            raise
         return _error(api, ex, 500, "api_error" if _is_anthropic(api) else "server_error",
                       f"the fake model server failed: {err!r}")
     finally:
