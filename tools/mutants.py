@@ -130,6 +130,14 @@ MUTANTS = (
         (LAWS + "::test_r13_r17_r18_r19_r21_r27_r31_laws_hold_over_random_histories", EXAMPLES),
     ),
     Mutant(
+        "torn-tail-not-terminated",
+        "R2 (store kill law): a torn last line is terminated before the next append",
+        "actors/store/_daylog.py",
+        '            write_all(fd, b"\\n")\n',
+        "            pass\n",
+        ("tests/test_store_kill.py",),
+    ),
+    Mutant(
         "leaf-window-9",
         "R31: a leaf starts once fewer than 8 lines before it are unbuilt",
         "actors/memory/_planner.py",
