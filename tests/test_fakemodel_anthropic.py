@@ -6,6 +6,7 @@ most 4 bytes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -259,3 +260,19 @@ def test_a_rule_that_raises_fails_its_request_visibly(client, server, caplog):
     assert exchange_id == 1 and "ZeroDivisionError" in trace
     assert server.requests[0].outcome == "server failed"
     assert "exchange 1 failed" in caplog.text
+
+
+def test_the_async_client_streams_and_runs_requests_side_by_side(server):
+    async def run():
+        client = anthropic.AsyncAnthropic(base_url=server.base_url, api_key="test-key", max_retries=0)
+        server.script(Reply(Text("async"), ToolCall("zoom", {"id": 1})))
+        async with client.messages.stream(model="claude-test", max_tokens=64, messages=HELLO) as stream:
+            final = await stream.get_final_message()
+        many = await asyncio.gather(*[client.messages.create(model="claude-test", max_tokens=64, messages=[
+            {"role": "user", "content": f"question {i}"}]) for i in range(4)])
+        await client.close()
+        return final, many
+
+    final, many = asyncio.run(run())
+    assert final.content[1].input == {"id": 1}
+    assert sorted(m.content[0].text.split(": ")[1] for m in many) == [f"question {i}" for i in range(4)]

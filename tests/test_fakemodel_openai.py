@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import openai
@@ -222,3 +223,19 @@ def test_openai_requests_are_recorded_without_their_key(client, server):
         "responses", "/v1/responses", "chat", "/v1/chat/completions", True)
     assert responses.headers["authorization"] == "<redacted>"
     assert "test-key" not in json.dumps([responses.headers, chat.headers])
+
+
+def test_the_async_client_streams_responses_and_chat(server):
+    async def run():
+        client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="test-key", max_retries=0)
+        server.script("from responses", ToolCall("zoom", {"id": "m1"}))
+        async with client.responses.stream(model="gpt-test", input="hello") as stream:
+            response = await stream.get_final_response()
+        async with client.chat.completions.stream(model="gpt-test", messages=HELLO, tools=[CHAT_TOOL]) as stream:
+            completion = await stream.get_final_completion()
+        await client.close()
+        return response, completion
+
+    response, completion = asyncio.run(run())
+    assert response.output_text == "from responses"
+    assert completion.choices[0].message.tool_calls[0].function.arguments == '{"id":"m1"}'
