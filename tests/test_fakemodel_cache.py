@@ -236,3 +236,20 @@ def test_reset_forgets_entries_and_records(client, server):
     assert server.requests == []
     assert usage_of(ask(client, blocks("block", 2, marked=1), system=SYSTEM)) == (0, 14, 0)
     assert server.model_calls[0].cache.perfect_read == 0
+
+
+def test_a_mark_on_or_inside_a_tool_result_marks_that_block(client, server):
+    def exchange(result: dict) -> list[dict]:
+        return [
+            {"role": "user", "content": "look it up"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "zoom", "input": {}}]},
+            {"role": "user", "content": [result, text("and then")]},
+        ]
+
+    nested = {"type": "tool_result", "tool_use_id": "t1", "content": [text("the detail", "5m")]}
+    on_block = {"type": "tool_result", "tool_use_id": "t1", "content": [text("the detail")],
+                "cache_control": {"type": "ephemeral"}}
+    client.messages.create(model="claude-test", max_tokens=64, system=SYSTEM, messages=exchange(nested))
+    again = client.messages.create(model="claude-test", max_tokens=64, system=SYSTEM, messages=exchange(on_block))
+    assert [e.cache.marks for e in server.model_calls] == [(3,), (3,)]
+    assert again.usage.cache_read_input_tokens == server.model_calls[0].cache.cache_write > 0

@@ -58,7 +58,9 @@ def _marks(body: Mapping[str, Any]) -> int:
     blocks = list(body.get("tools") or []) + _parts(body.get("system"))
     for message in body.get("messages") or []:
         blocks += _parts(message.get("content"))
-    count = sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control"))
+    nested = [p for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
+              for p in _parts(b.get("content"))]
+    count = sum(1 for b in blocks + nested if isinstance(b, dict) and b.get("cache_control"))
     return count + (1 if body.get("cache_control") else 0)
 
 

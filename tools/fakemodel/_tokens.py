@@ -62,17 +62,23 @@ def _compact(value: Any) -> str:
 
 
 def _without_mark(block: Any) -> Any:
-    if isinstance(block, dict) and "cache_control" in block:
-        return {k: v for k, v in block.items() if k != "cache_control"}
-    return block
+    """The block without ``cache_control``, also on the blocks nested in a tool result."""
+    if not isinstance(block, dict):
+        return block
+    out = {k: v for k, v in block.items() if k != "cache_control"}
+    if isinstance(out.get("content"), list):
+        out["content"] = [_without_mark(part) for part in out["content"]]
+    return out
 
 
 def _mark_of(block: Any) -> str | None:
+    """"5m", "1h" or None: the block's cache mark (a mark nested in a tool result's content counts)."""
     if not isinstance(block, dict):
         return None
     mark = block.get("cache_control")
     if not isinstance(mark, dict) or mark.get("type") != "ephemeral":
-        return None
+        nested = [_mark_of(part) for part in block.get("content") or [] if isinstance(part, dict)]
+        return next((m for m in nested if m), None) if block.get("type") == "tool_result" else None
     return "1h" if mark.get("ttl") == "1h" else "5m"
 
 
