@@ -48,7 +48,7 @@ _QUESTION = re.compile(r"^\s*(what|which|who|whom|whose|when|where|why|how|do|di
 _REMEMBER = re.compile(r"\bremember\b(?:\s+(?:that|this|the word|these|for me))?[\s:,]*(.+?)\s*(?:[.!?](?:\s|$)|$)",
                        re.I | re.S)
 _MAX_ZOOMS = 24
-_PIECE = 24  # characters per streamed piece
+_PIECE = 16  # characters per streamed piece
 
 
 def _stem(word: str) -> str:
@@ -60,7 +60,16 @@ def _stem(word: str) -> str:
 
 
 def _words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text) if w.lower() not in _STOP}
+    """Content words, stemmed; `amber-42` also counts as `amber` and `42`."""
+    out = set()
+    for word in _WORD.findall(text):
+        if word.lower() in _STOP:
+            continue
+        out.add(_stem(word))
+        parts = re.split(r"[-._/]+", word)
+        if len(parts) > 1:
+            out.update(_stem(part) for part in parts if part and part.lower() not in _STOP)
+    return out
 
 
 @dataclass

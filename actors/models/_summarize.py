@@ -17,8 +17,9 @@ __all__ = ["KINDS", "key_tokens", "parse_items", "summarize"]
 KINDS = ("user", "everchat", "tool", "echo", "work", "note")
 _KIND_HEAD = re.compile(r"^(user|everchat|tool|echo|work|note): ?", re.S)
 _NODE_HEAD = re.compile(r"^\d+\+\d+\|")
-# a kind tag that opens a new item inside a line: after ` | `, or after a sentence's end
-_ITEM_SPLIT = re.compile(r" \| |(?<=[.!?;)\]\"'…]) (?=(?:user|everchat|tool|echo|work|note): )")
+# a kind tag that opens a new item inside a merge's line: after ` | `, or after a space (two
+# messages joined free, R11, render as one line with a space between them)
+_ITEM_SPLIT = re.compile(r" \| | (?=(?:user|everchat|tool|echo|work|note): )")
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\s*\n+\s*")
 _SPACES = re.compile(r"\s+")
 
@@ -39,7 +40,8 @@ _TOKEN_PATTERNS = [
     r"(?<=[\w,;:] )[A-Z][a-zA-Z0-9-]{2,}(?: [A-Z][a-zA-Z0-9-]{2,})*",  # Capitalized names inside a sentence
 ]
 _TOKENS = re.compile("|".join(f"(?:{p})" for p in _TOKEN_PATTERNS))
-_MAX_CANDIDATES = 600
+_MAX_CANDIDATES = 300
+_TOKEN_SENTENCE = 160  # a token's sentence up to this size is kept whole with it
 _ELLIPSIS = "…"
 
 
@@ -71,8 +73,11 @@ class _Item:
         last_end = None
         for begin, end, text in pieces:
             if out:
-                adjacent = last_end is not None and begin <= last_end + 2
-                out.append(" " if adjacent or out[-1][-1:] in ".!?…;:" else "; ")
+                gap = self.text[last_end:begin] if last_end is not None and 0 <= begin - last_end <= 3 else None
+                if gap is not None:  # neighbours in the input: keep what stood between them
+                    out.append(_SPACES.sub(" ", gap) or " ")
+                else:
+                    out.append(" " if out[-1][-1:] in ".!?…;:" else "; ")
             out.append(text)
             last_end = end
         body = "".join(out)
@@ -172,15 +177,21 @@ def summarize(lines: list[str], limit: int = 512, leaf: bool = True) -> str:
             if len(cut) >= 12:
                 try_add(n, (sentence[0], sentence[1], cut), limit - reserve)
             break
-    # 2. names, numbers, ids, paths and errors, copied exactly, from every item
-    candidates = 0
-    for n, item in enumerate(items):
-        for token in key_tokens(item.text):
-            candidates += 1
-            if candidates > _MAX_CANDIDATES:
-                break
-            if not any(token[0] >= b and token[1] <= e for b, e, _ in item.picked):
+    # 2. names, numbers, ids, paths and errors, copied exactly: each in its sentence when
+    #    that is short, else alone; the items take turns, oldest first
+    found = [(n, key_tokens(item.text)[:_MAX_CANDIDATES], _sentences(item.text)) for n, item in enumerate(items)]
+    depth = 0
+    while any(depth < len(tokens) for _, tokens, _ in found):
+        for n, tokens, sentences in found:
+            if depth >= len(tokens):
+                continue
+            token = tokens[depth]
+            if any(b <= token[0] and token[1] <= e for b, e, _ in items[n].picked):
+                continue
+            around = next((s for s in sentences if s[0] <= token[0] and token[1] <= s[1]), None)
+            if around is None or _size(around[2]) > _TOKEN_SENTENCE or not try_add(n, around, limit):
                 try_add(n, token, limit)
+        depth += 1
     # 3. the rest: the other items' sentences, first ones first
     queues = [(n, _sentences(item.text)[:40]) for n, item in enumerate(items) if item.kind != "user"]
     depth = 0

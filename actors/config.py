@@ -1,0 +1,345 @@
+"""Settings: the reply model and the compaction model (R33), the turn limits, the pool size.
+
+Each setting comes from, in order of precedence: a command-line flag, an
+environment variable, the config file (`$EVERCHAT_HOME/config.toml`, by default
+`~/.everchat/config.toml`; `--config` or `EVERCHAT_CONFIG` name another), then the
+default. API keys come only from `ANTHROPIC_API_KEY` and `OPENAI_API_KEY`: a key in
+the file is an error, and no repr, log line or error shows one.
+
+    settle_timeout = 20          # R36, seconds
+    tool_rounds = 50             # tool rounds per turn
+    compaction_jobs = 8          # R31, 1 to 8
+    instructions = "instructions.md"   # the person's own instructions (R34), beside the file
+
+    [reply]
+    provider = "anthropic"       # anthropic | openai | openai-chat | demo
+    model = "claude-sonnet-5-5"
+    base_url = "https://api.anthropic.com"
+    effort = "medium"            # none, minimal, low, medium, high, xhigh, max
+
+    [compaction]
+    provider = "openai-chat"     # e.g. a local server
+    model = "qwen3:8b"
+    base_url = "http://localhost:11434/v1"
+    dummy_key = "ollama"         # sent when OPENAI_API_KEY is unset (a local server needs none)
+
+Defaults: with `ANTHROPIC_API_KEY`, replies from Claude Sonnet and compactions from
+Claude Haiku (R33); else with `OPENAI_API_KEY`, OpenAI's models; else the offline
+demo. A configured provider is never swapped for another: without its key the
+connection fails with `MissingKey`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from everchat.actors.models import EFFORTS, PROVIDERS, Connection, connect
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "ENV",
+    "ConfigError",
+    "ModelSettings",
+    "Settings",
+    "add_arguments",
+    "load",
+]
+
+DEFAULT_MODELS = {
+    ("anthropic", "reply"): "claude-sonnet-5-5",
+    ("anthropic", "compaction"): "claude-haiku-5-5",
+    ("openai", "reply"): "gpt-5.5",
+    ("openai", "compaction"): "gpt-5.4-mini",
+    ("demo", "reply"): "demo",
+    ("demo", "compaction"): "demo",
+}
+
+_MODEL_KEYS = ("provider", "model", "base_url", "effort", "dummy_key")
+_TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions")
+KEYS = tuple(f"{role}.{key}" for role in ("reply", "compaction") for key in _MODEL_KEYS) + _TOP_KEYS
+
+ENV = {key: "EVERCHAT_" + key.replace(".", "_").upper() for key in KEYS}
+"""The environment variable of each setting, e.g. EVERCHAT_REPLY_MODEL, EVERCHAT_SETTLE_TIMEOUT."""
+
+_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "openai-chat": "OPENAI_API_KEY"}
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used: a bad value, an unknown key, a key in the file. The
+    message names where it came from."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """One role's model: the provider, the model name, an optional base URL and effort.
+    `api_key` is read from the provider's variable; it never shows in a repr."""
+
+    provider: str
+    model: str
+    base_url: str | None = None
+    effort: str | None = None
+    dummy_key: str | None = None
+    api_key: str | None = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else ("dummy" if self.dummy_key else "unset")
+        url = f", base_url={self.base_url!r}" if self.base_url else ""
+        effort = f", effort={self.effort!r}" if self.effort else ""
+        return f"ModelSettings({self.provider}, {self.model!r}{url}{effort}, key={key})"
+
+    @property
+    def key_variable(self) -> str | None:
+        """The environment variable the key comes from (None for the demo)."""
+        return _KEY_ENV.get(self.provider)
+
+    def connect(self, max_retries: int = 2) -> Connection:
+        """The connection (raises `MissingKey` when the provider needs a key and has none)."""
+        return connect(self.provider, api_key=self.api_key or "", base_url=self.base_url,
+                       dummy_key=self.dummy_key, max_retries=max_retries)
+
+    def describe(self) -> dict[str, Any]:
+        """For `status` and `setup`: everything but the key."""
+        return {"provider": self.provider, "model": self.model, "base_url": self.base_url, "effort": self.effort,
+                "key": "set" if self.api_key else ("dummy" if self.dummy_key else "unset"),
+                "key_variable": self.key_variable}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable, resolved. `sources` says where each setting came from
+    ("flag", "env", "file", "default")."""
+
+    reply: ModelSettings
+    compaction: ModelSettings
+    settle_timeout: float = 20.0
+    tool_rounds: int = 50
+    compaction_jobs: int = 8
+    instructions_file: Path | None = None
+    home: Path = Path("~/.everchat")
+    config_file: Path | None = None
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __repr__(self) -> str:
+        return (f"Settings(reply={self.reply!r}, compaction={self.compaction!r}, "
+                f"settle_timeout={self.settle_timeout:g}, tool_rounds={self.tool_rounds}, "
+                f"compaction_jobs={self.compaction_jobs}, instructions_file={self.instructions_file})")
+
+    def instructions(self) -> str:
+        """The person's own instructions (R34), read once per chat life; "" without a file."""
+        if self.instructions_file is None:
+            return ""
+        try:
+            return self.instructions_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            if self.sources.get("instructions", "default") == "default":
+                return ""
+            raise ConfigError(f"the instructions file {self.instructions_file} does not exist") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"cannot read the instructions file {self.instructions_file}: {error}") from None
+
+    def describe(self) -> dict[str, Any]:
+        return {"reply": self.reply.describe(), "compaction": self.compaction.describe(),
+                "settle_timeout": self.settle_timeout, "tool_rounds": self.tool_rounds,
+                "compaction_jobs": self.compaction_jobs,
+                "instructions": str(self.instructions_file) if self.instructions_file else None,
+                "config_file": str(self.config_file) if self.config_file else None}
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def _flag_values(flags: Mapping[str, Any] | argparse.Namespace | None) -> dict[str, Any]:
+    if flags is None:
+        return {}
+    items = vars(flags) if isinstance(flags, argparse.Namespace) else dict(flags)
+    out = {}
+    for name, value in items.items():
+        if value is None:
+            continue
+        key = name if name in KEYS or name in ("config", "demo") else None
+        if key is None:
+            for candidate in KEYS:
+                if candidate.replace(".", "_") == name:
+                    key = candidate
+        if key is not None:
+            out[key] = value
+    return out
+
+
+def _read_file(path: Path, explicit: bool) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"the config file {path} does not exist") from None
+        return {}
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error}") from None
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        if name in ("reply", "compaction") and isinstance(value, dict):
+            for key, inner in value.items():
+                if "key" in key and key != "dummy_key":
+                    raise ConfigError(f"{path}: [{name}] {key}: API keys stay in the environment "
+                                      f"(ANTHROPIC_API_KEY, OPENAI_API_KEY), never in the config file")
+                if key not in _MODEL_KEYS:
+                    raise ConfigError(f"{path}: [{name}] has no setting {key!r} (known: {', '.join(_MODEL_KEYS)})")
+                out[f"{name}.{key}"] = inner
+        elif name in _TOP_KEYS:
+            out[name] = value
+        elif "key" in name:
+            raise ConfigError(f"{path}: {name}: API keys stay in the environment, never in the config file")
+        else:
+            raise ConfigError(f"{path}: no setting {name!r} (known: {', '.join(_TOP_KEYS)}, [reply], [compaction])")
+    return out
+
+
+def _number(key: str, value: Any, source: str, kind: type, low: float, high: float | None = None) -> Any:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = kind(value)
+        if kind is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} ({source}) must be a {'whole ' if kind is int else ''}number, not {value!r}") from None
+    if number < low or (high is not None and number > high):
+        span = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
+        raise ConfigError(f"{key} ({source}) must be {span}, not {value!r}")
+    return number
+
+
+def _guess_provider(model: str | None, base_url: str | None) -> str | None:
+    if not model:
+        return None
+    name = model.lower()
+    if name == "demo":
+        return "demo"
+    if base_url:
+        return None  # a server of its own: the provider must be named (or follows the keys)
+    if name.startswith("claude"):
+        return "anthropic"
+    if name.startswith(("gpt", "o1", "o3", "o4", "chatgpt")):
+        return "openai"
+    return None
+
+
+def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Mapping[str, str] | None = None,
+         home: str | Path | None = None) -> Settings:
+    """Settings from flags, then environment, then the config file, then defaults.
+
+    `flags` is an argparse namespace from `add_arguments` or a dict keyed like
+    "reply.model" (or "reply_model"); None values are unset. `env` defaults to
+    `os.environ`."""
+    env = os.environ if env is None else env
+    given = _flag_values(flags)
+    home_path = Path(home or env.get("EVERCHAT_HOME") or "~/.everchat").expanduser()
+    if "config" in given:
+        config_path, explicit = Path(str(given["config"])).expanduser(), True
+    elif env.get("EVERCHAT_CONFIG"):
+        config_path, explicit = Path(env["EVERCHAT_CONFIG"]).expanduser(), True
+    else:
+        config_path, explicit = home_path / "config.toml", False
+    from_file = _read_file(config_path, explicit)
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in KEYS:
+        if key in given:
+            values[key], sources[key] = given[key], "flag"
+        elif env.get(ENV[key]):
+            values[key], sources[key] = env[ENV[key]], "env"
+        elif key in from_file:
+            values[key], sources[key] = from_file[key], "file"
+
+    def where(key: str) -> str:
+        source = sources.get(key, "default")
+        return {"flag": f"flag --{key.replace('.', '-').replace('_', '-')}", "env": ENV[key],
+                "file": str(config_path)}.get(source, "default")
+
+    demo = bool(given.get("demo")) or env.get("EVERCHAT_DEMO", "") not in ("", "0")
+    anthropic_key = env.get("ANTHROPIC_API_KEY") or None
+    openai_key = env.get("OPENAI_API_KEY") or None
+    by_keys = "anthropic" if anthropic_key else "openai" if openai_key else "demo"
+
+    def role(name: str, fallback: ModelSettings | None) -> ModelSettings:
+        def get(key: str) -> Any:
+            value = values.get(f"{name}.{key}")
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{name}.{key} ({where(f'{name}.{key}')}) must be text, not {value!r}")
+            return value or None
+
+        provider, model, base_url = get("provider"), get("model"), get("base_url")
+        effort, dummy_key = get("effort"), get("dummy_key")
+        if demo:
+            provider, model, base_url = "demo", "demo", None
+        if provider is None:
+            provider = _guess_provider(model, base_url)
+        if provider is None:
+            if name == "compaction" and fallback is not None and not anthropic_key:
+                provider = fallback.provider  # R33's Haiku needs the Anthropic key; else the reply's vendor
+            else:
+                provider = by_keys
+        if provider not in PROVIDERS:
+            raise ConfigError(f"{name}.provider ({where(name + '.provider')}) is one of {', '.join(PROVIDERS)}, "
+                              f"not {provider!r}")
+        same_server = fallback is not None and fallback.provider == provider
+        if base_url is None and same_server:
+            base_url, dummy_key = fallback.base_url, dummy_key or fallback.dummy_key
+        if model is None:
+            model = DEFAULT_MODELS.get((provider, name))
+            if model is None and same_server:
+                model = fallback.model
+            if model is None:
+                raise ConfigError(f"{name}.model is needed for {provider} (the model name the server knows); "
+                                  f"set it with --{name}-model, {ENV[name + '.model']} or [{name}] model")
+        if effort is not None and effort not in EFFORTS:
+            raise ConfigError(f"{name}.effort ({where(name + '.effort')}) is one of {', '.join(EFFORTS)}, "
+                              f"not {effort!r}")
+        key = {"anthropic": anthropic_key, "openai": openai_key, "openai-chat": openai_key}.get(provider)
+        return ModelSettings(provider, model, base_url, effort, dummy_key, api_key=key)
+
+    reply = role("reply", None)
+    compaction = role("compaction", reply)
+
+    settle = _number("settle_timeout", values.get("settle_timeout", 20.0), where("settle_timeout"), float, 0.001)
+    rounds = _number("tool_rounds", values.get("tool_rounds", 50), where("tool_rounds"), int, 1)
+    jobs = _number("compaction_jobs", values.get("compaction_jobs", 8), where("compaction_jobs"), int, 1, 8)
+    instructions = values.get("instructions")
+    if instructions is None:
+        instructions_file: Path | None = home_path / "instructions.md"
+    else:
+        instructions_file = Path(str(instructions)).expanduser()
+        if not instructions_file.is_absolute() and sources["instructions"] == "file":
+            instructions_file = config_path.parent / instructions_file
+    return Settings(reply, compaction, settle, rounds, jobs, instructions_file, home_path,
+                    config_path if config_path.exists() else None,
+                    {key: sources.get(key, "default") for key in KEYS})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The settings' flags (`--reply-model` …, `--demo`, `--config`); pass the parsed
+    namespace to `load`. Every default is None, so an absent flag never overrides."""
+    group = parser.add_argument_group("models and limits")
+    group.add_argument("--config", default=None, help="the config file (default $EVERCHAT_HOME/config.toml)")
+    group.add_argument("--demo", action="store_true", default=None, help="use the offline demo models")
+    for role in ("reply", "compaction"):
+        group.add_argument(f"--{role}-provider", dest=f"{role}_provider", default=None, choices=PROVIDERS)
+        group.add_argument(f"--{role}-model", dest=f"{role}_model", default=None)
+        group.add_argument(f"--{role}-base-url", dest=f"{role}_base_url", default=None)
+        group.add_argument(f"--{role}-effort", dest=f"{role}_effort", default=None, choices=EFFORTS)
+    group.add_argument("--settle-timeout", dest="settle_timeout", type=float, default=None,
+                       help="seconds a turn waits for its view's summaries (R36, default 20)")
+    group.add_argument("--tool-rounds", dest="tool_rounds", type=int, default=None,
+                       help="tool rounds per turn (default 50)")
+    group.add_argument("--compaction-jobs", dest="compaction_jobs", type=int, default=None,
+                       help="compactions at once, 1 to 8 (R31, default 8)")
+    group.add_argument("--instructions", default=None, help="a file with your own instructions (R34)")

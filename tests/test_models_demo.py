@@ -1,0 +1,189 @@
+"""The offline demo model: a real extractive summarizer (R34's values) and a reply model
+that answers from the view and zooms (R35) for the details."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from everchat.actors.chat import Chat, ZoomError
+from everchat.actors.compaction import CompactionJob, Summarizer
+from everchat.actors.memory import Budget, node_of
+from everchat.actors.models import (
+    DemoConnection,
+    Message,
+    Request,
+    TextBlock,
+    TextDelta,
+    ToolCall,
+    ToolResultBlock,
+    connect,
+    extractive_summary,
+)
+from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
+
+PROMPT = Prompt.make()
+DEMO = DemoConnection()
+SMALL = Budget(ceiling=1500, floor=700, cceiling=600, cfloor=300, jobs=3)
+NOW = datetime(2026, 10, 8, 14, 3, tzinfo=timezone.utc)
+
+
+# --- the summarizer -------------------------------------------------------------------------
+
+
+def test_a_persons_words_come_first_and_near_verbatim():
+    text = ("user: Please keep the staging config at /srv/app/config.yaml; it listens on port 8443. "
+            "Alice Martin owns ticket OPS-1182. " + "Some background that matters less. " * 40)
+    line = extractive_summary([text])
+    assert line.startswith("user: Please keep the staging config at /srv/app/config.yaml; it listens on port 8443. "
+                           "Alice Martin owns ticket OPS-1182.")
+    assert len(line.encode()) <= 512
+
+
+def test_names_numbers_ids_paths_and_errors_are_copied_exactly():
+    echo = ("echo: Traceback (most recent call last):\n  File \"/opt/app/main.py\", line 12, in <module>\n"
+            + "    noise = compute_everything()\n" * 30
+            + "FileNotFoundError: [Errno 2] No such file or directory: '/etc/everchat/keys.toml'\n")
+    line = extractive_summary([echo])
+    assert line.startswith("echo: ")
+    for exact in ("/opt/app/main.py", "FileNotFoundError: [Errno 2] No such file or directory: "
+                  "'/etc/everchat/keys.toml'", "line 12"):
+        assert exact in line
+    assert len(line.encode()) <= 512
+
+
+def test_the_rest_fills_the_space_left_first_sentences_first():
+    reply = "everchat: " + " ".join(f"Step {k} went through the pipeline stage number {k} without trouble."
+                                    for k in range(30))
+    line = extractive_summary([reply])
+    assert line.startswith("everchat: Step 0 went through the pipeline stage number 0 without trouble.")
+    assert 400 < len(line.encode()) <= 512  # R47: the space is used when there is more to say
+
+
+def test_a_merge_keeps_each_items_kind_and_the_persons_words_before_the_rest():
+    left = "0+2|user: Remember amber-42. | everchat: Noted as message 1."
+    right = "2+2|tool: shell {\"cmd\": \"make test\"} | echo: " + "FAILED tests/test_x.py::test_y - AssertionError " * 12
+    line = extractive_summary([left, right], leaf=False)
+    assert line.startswith("user: Remember amber-42. | everchat: Noted as message 1. | tool: ")
+    assert "echo: FAILED tests/test_x.py::test_y - AssertionError" in line and len(line.encode()) <= 512
+
+
+def test_non_ascii_counts_in_bytes_and_cuts_between_characters():
+    line = extractive_summary(["user: " + "Grüße aus Köln, 東京 und São Paulo. " * 40])
+    assert len(line.encode()) <= 512 and line.startswith("user: Grüße aus Köln, 東京 und São Paulo.")
+    line.encode().decode()  # whole characters only
+
+
+def test_the_summary_is_deterministic():
+    text = ["note: " + " ".join(f"item {k} at /data/{k}.csv" for k in range(200))]
+    assert extractive_summary(text) == extractive_summary(list(text))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=900), min_size=1, max_size=2), st.booleans())
+def test_any_input_gives_one_line_of_1_to_512_bytes(lines, leaf):
+    line = extractive_summary(lines, leaf=leaf)
+    assert 1 <= len(line.encode()) <= 512
+
+
+# --- compactions through the demo connection ---------------------------------------------------
+
+
+def test_a_demo_compaction_is_built_from_its_input_and_streams_in_pieces():
+    job = CompactionJob(0, 7, ("0+1|user: hi",), ("user: Deploy to prod-eu-3 failed with exit code 137 " + "x" * 600,))
+    assert Summarizer(DEMO, PROMPT, model="demo")(job).startswith("user: Deploy to prod-eu-3 failed with exit code 137")
+    request = Request(model="demo", system=PROMPT.system, tools=PROMPT.tools,
+                      messages=(Message.user(TextBlock("hello")),))
+    assert connect("demo").complete(request).text  # the factory gives the demo without any key
+
+
+# --- the reply model ----------------------------------------------------------------------------
+
+
+def settle(chat: Chat) -> None:
+    """Build every running compaction with the demo summarizer, as the pool would."""
+    summarizer = Summarizer(DEMO, PROMPT, model="demo")
+    while chat.planner.running:
+        for key in sorted(chat.planner.running):
+            l, i = node_of(key)
+            job = CompactionJob(l, i, tuple(chat.compaction_context(key)), tuple(chat.compaction_input(key)))
+            chat.built(key, summarizer(job))
+
+
+def turn(chat: Chat, message: str) -> tuple[str, list[dict], list[Request]]:
+    """One turn's tool loop, as the turn runner runs it (R36, R37)."""
+    first = (*view_blocks(chat.view_lines()), TextBlock(turn_text(turn_header(NOW), message), cache=True))
+    messages = [Message("user", first)]
+    zooms, requests = [], []
+    for _ in range(30):
+        request = Request(model="demo", system=PROMPT.system, tools=PROMPT.tools, messages=tuple(messages))
+        requests.append(request)
+        reply = DEMO.complete(request)
+        if not reply.tool_calls:
+            return reply.text, zooms, requests
+        messages.append(reply.message())
+        results = []
+        for call in reply.tool_calls:
+            zooms.append(dict(call.input))
+            try:
+                out, failed = chat.zoom(call.input["id"], call.input.get("n", 1), call.input.get("page", 1)), False
+            except ZoomError as error:
+                out, failed = str(error), True
+            results.append(ToolResultBlock.of_text(call.id, out, failed))
+        messages.append(Message("user", tuple(results)))
+    raise AssertionError("the demo never stopped zooming")
+
+
+@pytest.fixture
+def chat(tmp_path):
+    with Chat.open(tmp_path / "chat", create=True, budget=SMALL) as chat:
+        yield chat
+
+
+def test_a_statement_is_acknowledged_without_a_tool_call(chat):
+    text, zooms, _ = turn(chat, "Remember amber-42.")
+    assert zooms == [] and text.startswith("Noted as message 0.") and "amber-42" in text
+
+
+def test_r35_asked_what_to_remember_it_zooms_down_to_the_message_and_answers_the_exact_word(chat):
+    chat.add("user", "Remember amber-42.")
+    chat.add("everchat", turn(chat, "Remember amber-42.")[0])
+    rng = random.Random(3)
+    for k in range(60):
+        chat.add("user" if k % 2 == 0 else "everchat",
+                 f"Filler {k}: the build logs of service s{k} " + "and the queue was long " * rng.randint(1, 40))
+        settle(chat)
+    first_line = chat.view_lines()[0]
+    assert first_line.startswith("0+") and not first_line.startswith("0+1|")  # a summary, not the message
+    text, zooms, requests = turn(chat, "What did I ask you to remember?")
+    assert "You asked me to remember: amber-42." in text
+    assert zooms[-1] == {"id": 0, "n": 1} and len(zooms) > 1
+    assert [zoom["n"] for zoom in zooms] == sorted((zoom["n"] for zoom in zooms), reverse=True)
+    # the tool loop: each request after the first ends with the result of the call before it
+    for request, zoom in zip(requests[1:], zooms):
+        (result,) = request.messages[-1].content
+        assert isinstance(result, ToolResultBlock) and result.tool_use_id.startswith("demo-zoom-")
+
+
+def test_the_reply_streams_in_several_pieces(chat):
+    chat.add("user", "Remember amber-42.")
+    first = (*view_blocks(chat.view_lines()), TextBlock(turn_text(turn_header(NOW), "Where is amber?")))
+    request = Request(model="demo", system=PROMPT.system, tools=PROMPT.tools, messages=(Message("user", first),))
+    events = list(DEMO.stream(request))
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    assert call.input == {"id": 0, "n": 1}
+    final = list(DEMO.stream(Request(model="demo", system=PROMPT.system, tools=PROMPT.tools, messages=(
+        Message("user", first), Message.assistant(*DEMO.complete(request).blocks),
+        Message.user(ToolResultBlock.of_text(call.id, chat.zoom(0, 1)))))))
+    pieces = [e.text for e in final if isinstance(e, TextDelta)]
+    assert len(pieces) > 3 and "amber-42" in "".join(pieces)
+
+
+def test_a_question_about_nothing_in_memory_says_so(chat):
+    chat.add("user", "The sky is blue today.")
+    text, zooms, _ = turn(chat, "What is the capital of Mongolia?")
+    assert zooms == [] and "found nothing" in text
