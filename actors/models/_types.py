@@ -10,7 +10,7 @@ OpenAI backends (whose cache needs no marks) ignore it. `stream(request)` yields
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -34,6 +34,8 @@ __all__ = [
     "ToolUseBlock",
     "Usage",
     "EFFORTS",
+    "IMAGE_TYPES",
+    "approx_tokens",
 ]
 
 MAX_CACHE_MARKS = 4
@@ -348,11 +350,3 @@ def approx_tokens(text: str) -> int:
     """A rough token count (4 bytes a token), for backends that count nothing."""
     return math.ceil(len(text.encode()) / 4)
 
-
-def system_and_messages_text(request: Request) -> str:
-    parts = [request.system] + [m.text for m in request.messages]
-    return "\n".join(parts)
-
-
-def split_sequence(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [items[k:k + size] for k in range(0, len(items), size)]
