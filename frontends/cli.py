@@ -17,9 +17,10 @@ __all__ = ["main", "default_data_dir"]
 
 
 def default_data_dir() -> Path:
-    """`EVERCHAT_HOME` if set, else `~/.everchat/chat`."""
+    """The chat folder: `chat/` in Everchat's home (`$EVERCHAT_HOME`, else `~/.everchat`),
+    beside its `config.toml`."""
     home = os.environ.get("EVERCHAT_HOME")
-    return Path(home) if home else Path.home() / ".everchat" / "chat"
+    return (Path(home) if home else Path.home() / ".everchat") / "chat"
 
 
 def _parser() -> argparse.ArgumentParser:
