@@ -6,8 +6,10 @@ work), builds the line with its summarizer, and tells the planner `Built` or
 that at once, whatever the number of workers. Workers hold no state that must
 outlive them: a job lost with a dead worker is handed out again by the planner.
 
-Until the model connections land (issue 4) the summarizer is `scripted_summary`,
-a deterministic stand-in that keeps every line within 512 bytes.
+The summarizer is made in the worker's own thread (and process), from the chat's
+settings: `"configured"` builds `compaction.Summarizer` over the configured
+compaction model (R33; the offline demo when no key is set); `"scripted"` is
+`scripted_summary`, a deterministic stand-in the placement tests use.
 """
 
 from __future__ import annotations
@@ -19,13 +21,25 @@ from collections.abc import Callable
 from everchat.actors.memory import LINE_LIMIT, cut_utf8
 from everchat.transport import Actor, AskTimeout, PeerLost, schema
 
-__all__ = ["CompactorWorker", "scripted_summary", "Summarizer"]
+__all__ = ["CompactorWorker", "configured_summarizer", "scripted_summary", "Summarizer"]
 
 log = logging.getLogger("everchat.compactor")
 
 Summarizer = Callable[[schema.BuildJob], str]
 
 _PULL_SECONDS = 30.0
+
+
+def configured_summarizer() -> Summarizer:
+    """The compaction model of the settings (R33), with the chat's one prompt (R26)."""
+    from everchat.actors.compaction import Summarizer as ModelSummarizer
+    from everchat.actors.config import load
+    from everchat.actors.prompt import Prompt
+
+    settings = load()
+    prompt = Prompt.make(settings.instructions())
+    model = settings.compaction
+    return ModelSummarizer(model.connect(), prompt, model=model.model, effort=model.effort)
 
 
 def scripted_summary(job: schema.BuildJob) -> str:
@@ -40,14 +54,19 @@ def scripted_summary(job: schema.BuildJob) -> str:
 class CompactorWorker(Actor):
     """One compaction at a time; the handlers run in the worker's own thread."""
 
-    def __init__(self, planner: str = "planner", summarizer: Summarizer = scripted_summary) -> None:
+    def __init__(self, planner: str = "planner", summarizer: Summarizer | str = "configured") -> None:
         super().__init__()
         self.planner = planner
         self.summarizer = summarizer
 
     def on_start(self) -> None:
-        """Runs in the worker's thread: start pulling."""
+        """Runs in the worker's thread: make the summarizer, then start pulling. A
+        configuration error (a provider without its key) fails the start loudly."""
         super().on_start()
+        if self.summarizer == "scripted":
+            self.summarizer = scripted_summary
+        elif self.summarizer == "configured":
+            self.summarizer = configured_summarizer()
         self.node.tell(self.name, schema.PullWork())
 
     def on_pull_work(self, msg: schema.PullWork, delivery) -> None:

@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from everchat.actors.memory import Budget, key_of, name, node_of
+from everchat.actors.compaction import FAILURE_CAP, fallback_line
 from everchat.actors.planning import Planning
 from everchat.transport import Actor, schema
 
@@ -27,6 +28,7 @@ __all__ = ["PlannerActor", "StoreProxy"]
 log = logging.getLogger("everchat.planner")
 
 _ASK_SECONDS = 30.0
+_RETRY_SECONDS = 10.0
 _IDLE_WORKER_SECONDS = 15.0
 """A worker waiting longer than this gets `NoJob` and asks again, so no reply ever
 lands near its ask's deadline (a late reply would be dropped with the job in it)."""
@@ -92,11 +94,12 @@ class PlannerActor(Actor):
         self.planning: Planning | None = None
         self.queue: deque[int] = deque()  # started jobs not yet handed to a worker
         self.assigned: dict[int, str] = {}  # job key -> worker
-        self.attempts: dict[int, int] = {}
+        self.failures: dict[int, int] = {}  # failed calls per node (R30), this run
         self.workers: deque[_Waiter] = deque()  # NextJob asks waiting for work
         self.idle_waiters: list[_Waiter] = []
         self.settle_waiters: list[_Waiter] = []
         self._ticker: threading.Timer | None = None
+        self.last_retry = 0.0
 
     def on_start(self) -> None:
         """Runs in the actor's thread: recover from the log writer's saved state.
@@ -136,6 +139,7 @@ class PlannerActor(Actor):
             log.info("%s: dropped a result for %s from %s: not running (a retried job)", self, name(key), msg.worker)
             return
         self._release(key)
+        self.failures.pop(key, None)
         step = self.planning.built(key, msg.text)
         self.node.publish("built", schema.NodeBuilt(l=msg.l, i=msg.i))
         self._dispatch(step.started)
@@ -143,12 +147,25 @@ class PlannerActor(Actor):
         self._answer_idle()
 
     def on_build_failed(self, msg: schema.BuildFailed, delivery) -> None:
+        """R30: a failed call is tried again at the next message; the third failure
+        builds the node from its own input cut to 512 bytes, so nothing stalls."""
         key = key_of(msg.l, msg.i)
         if key not in self.planning.planner.running:
             return
-        log.warning("%s: building %s failed on %s: %s", self, name(key), msg.worker, msg.reason)
         self._release(key)
-        self._dispatch(self.planning.failed(key).started)
+        failures = self.failures[key] = self.failures.get(key, 0) + 1
+        log.warning("%s: building %s failed on %s (%d of %d): %s", self, name(key), msg.worker, failures,
+                    FAILURE_CAP, msg.reason)
+        self.node.publish("failed", schema.CompactionFailed(l=msg.l, i=msg.i, reason=msg.reason, failures=failures))
+        if failures >= FAILURE_CAP:
+            del self.failures[key]
+            line = fallback_line(self._job(key))
+            step = self.planning.built(key, line)
+            self.node.publish("built", schema.NodeBuilt(l=msg.l, i=msg.i))
+        else:
+            step = self.planning.failed(key)
+        self._dispatch(step.started)
+        self._answer_settled()
         self._answer_idle()
 
     def on_next_job(self, msg: schema.NextJob, delivery):
@@ -205,6 +222,10 @@ class PlannerActor(Actor):
         while self.workers and now - self.workers[0].since > _IDLE_WORKER_SECONDS:
             self.workers.popleft().delivery.reply(schema.NoJob())
         if self.settle_waiters:
+            # R30: while a turn waits, failed nodes are tried again every 10 seconds.
+            if self.planning.planner.failed and now - self.last_retry >= _RETRY_SECONDS:
+                self.last_retry = now
+                self._dispatch(self.planning.planner.retry_failed())
             self._answer_settled()
         self._tick()
 
@@ -220,23 +241,21 @@ class PlannerActor(Actor):
             if waiter.delivery.deadline is not None and waiter.delivery.deadline < time.time() + 1.0:
                 continue  # about to expire: the worker asks again
             key = self.queue.popleft()
-            self.attempts[key] = self.attempts.get(key, 0) + 1
-            worker = waiter.delivery.sender
-            self.assigned[key] = worker
-            l, i = node_of(key)
-            waiter.delivery.reply(
-                schema.BuildJob(
-                    l=l,
-                    i=i,
-                    context=self.planning.compaction_context(key),
-                    input=self.planning.compaction_input(key),
-                    attempt=self.attempts[key],
-                )
-            )
+            self.assigned[key] = waiter.delivery.sender
+            waiter.delivery.reply(self._job(key))
+
+    def _job(self, key: int) -> schema.BuildJob:
+        l, i = node_of(key)
+        return schema.BuildJob(
+            l=l,
+            i=i,
+            context=self.planning.compaction_context(key),
+            input=self.planning.compaction_input(key),
+            attempt=self.failures.get(key, 0) + 1,
+        )
 
     def _release(self, key: int) -> None:
         self.assigned.pop(key, None)
-        self.attempts.pop(key, None)
         if key in self.queue:
             self.queue.remove(key)
 

@@ -28,7 +28,7 @@ log = logging.getLogger("everchat.process")
 
 
 def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: str | None,
-              keys: Path | None = None, stop: threading.Event | None = None) -> int:
+              keys: Path | None = None, stop: threading.Event | None = None, summarizer: str = "configured") -> int:
     from everchat.actors.supervisor import NodeAgent, budget_from_json, build_actor
     from everchat.actors.memory import Budget
 
@@ -48,7 +48,7 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
             if target != name and target != f"node.{name}":
                 node.route(target, endpoint)
         budget = budget_from_json(budget_json) if budget_json else Budget()
-        cls, args = build_actor(name, chat, budget)
+        cls, args = build_actor(name, chat, budget, summarizer)
         ref = node.host(name, cls, *args)
         while not stop.wait(0.1):
             if not ref.is_alive():
@@ -67,12 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bind", required=True, help="this process's endpoint (ipc://… or tcp://127.0.0.1:0)")
     parser.add_argument("--budget", default=None)
     parser.add_argument("--keys", type=Path, default=None, help="the CURVE key folder, for tcp")
+    parser.add_argument("--summarizer", default="configured", choices=["configured", "scripted"])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.name}[{os.getpid()}] %(levelname)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    return run_actor(args.name, args.chat, args.supervisor, args.bind, args.budget, args.keys, stop)
+    return run_actor(args.name, args.chat, args.supervisor, args.bind, args.budget, args.keys, stop, args.summarizer)
 
 
 if __name__ == "__main__":

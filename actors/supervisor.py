@@ -53,6 +53,7 @@ class Placement:
     transport: str = "ipc"  # for "processes": "ipc" or "tcp" (CURVE)
     workers: int = 2
     remote: tuple[str, ...] = ()  # names that join from elsewhere instead of being started
+    summarizer: str = "configured"  # or "scripted" (the placement tests' deterministic stand-in)
 
     def __post_init__(self) -> None:
         if self.mode not in ("single", "processes"):
@@ -68,14 +69,14 @@ def actor_names(placement: Placement) -> list[str]:
     return ["log_writer", "planner"] + [f"compactor.{n}" for n in range(placement.workers)]
 
 
-def build_actor(name: str, chat: Path, budget: Budget):
+def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "configured"):
     """The class and arguments of the actor called `name`."""
     if name == "log_writer":
         return LogWriter, (chat,)
     if name == "planner":
         return PlannerActor, (budget,)
     if name.startswith("compactor."):
-        return CompactorWorker, ()
+        return CompactorWorker, ("planner", summarizer)
     raise ValueError(f"no actor is called {name!r}")
 
 
@@ -197,7 +198,7 @@ class Supervisor:
     def _launch(self, child: _Child) -> None:
         child.registered.clear()
         if self.placement.mode == "single":
-            cls, args = build_actor(child.name, self.chat, self.budget)
+            cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer)
             child.ref = self.node.host(child.name, cls, *args)
             child.host, child.pid = socket.gethostname(), os.getpid()
             child.registered.set()
@@ -209,6 +210,7 @@ class Supervisor:
             "--supervisor", self.node.endpoint,
             "--bind", self._endpoint(child.name),
             "--budget", budget_to_json(self.budget),
+            "--summarizer", self.placement.summarizer,
         ]
         if self.keys is not None:
             command += ["--keys", str(self.keys.folder)]

@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     actor.add_argument("--join", required=True, metavar="ENDPOINT", help="the supervisor's endpoint (tcp://HOST:PORT)")
     actor.add_argument("--bind", default="tcp://127.0.0.1:0", help="this actor's own endpoint")
     actor.add_argument("--keys", type=Path, default=None, help="the CURVE key folder shared with the chat")
+    actor.add_argument("--summarizer", default="configured", choices=["configured", "scripted"],
+                       help="a compactor's summarizer: the configured model, or the scripted stand-in")
     ops = commands.add_parser("ops", parents=[common], help="a live table of every actor's mailbox")
     ops.add_argument("--once", action="store_true")
     ops.add_argument("--json", action="store_true")
@@ -115,7 +117,7 @@ def _run_actors(args, data_dir: Path) -> int:
 
         keys = args.keys or data_dir / "config" / "keys"
         try:
-            return run_actor(args.name, data_dir, args.join, args.bind, None, keys, stop)
+            return run_actor(args.name, data_dir, args.join, args.bind, None, keys, stop, args.summarizer)
         except KeyboardInterrupt:
             return 0
     from everchat.actors.supervisor import Placement, Supervisor

@@ -266,6 +266,13 @@ class Planner:
                 running[key] = None
                 started.append(key)
 
+    def retry_failed(self) -> list[int]:
+        """R30: failed nodes become startable now (a turn waits for them); returns the starts."""
+        self._retry_failed()
+        started: list[int] = []
+        self._start(started)
+        return started
+
     def wait_for(self, message: int) -> list[int]:
         """A turn waits for the lines before `message` (R36); returns the starts."""
         self.waiting_for = message

@@ -1,0 +1,171 @@
+"""Issue 3: the same scripted conversation in every placement gives the same chat folder.
+
+A few hundred messages with a scripted summarizer; after each message the test
+waits until the pool is idle, so the schedule is deterministic. Placements: all
+actors in this process; every actor in its own process (ipc); every actor in its
+own process over tcp with CURVE, one compactor joining from "another host" (its
+own folder, messages only). Then the same in processes with one actor killed
+with SIGKILL halfway: the supervisor restarts it and the folder still matches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from everchat.actors.memory import Budget
+from everchat.actors.supervisor import Placement, Supervisor
+from everchat.transport import AskTimeout, PeerLost, RemoteError, schema
+
+MESSAGES = 160
+BUDGET = Budget(ceiling=4000, floor=2000, cceiling=1500, cfloor=800, jobs=2)
+
+
+def _texts(count: int) -> list[tuple[str, str]]:
+    rng = random.Random(2026)
+    words = ["amber-42", "zoom", "tree", "path/to/file.py", "error 7", "view", "log", "summary", "héllo"]
+    out = []
+    for n in range(count):
+        size = rng.choice([20, 60, 200, 700, 1500])
+        text = f"m{n} " + " ".join(rng.choice(words) for _ in range(size // 6))
+        out.append((rng.choice(["user", "everchat", "tool", "echo"]), text))
+    return out
+
+
+def _retrying(action, what: str, attempts: int = 60):
+    """Asks across a restart: the peer may be gone for a moment (PeerLost, timeout)."""
+    last = None
+    for _ in range(attempts):
+        try:
+            return action()
+        except (PeerLost, AskTimeout, RemoteError) as error:
+            last = error
+    raise AssertionError(f"{what} kept failing: {last}")
+
+
+def converse(supervisor: Supervisor, count: int, on_message=None) -> None:
+    node = supervisor.node
+    for n, (kind, text) in enumerate(_texts(count)):
+        append = schema.Append(kind=kind, text=text, key=f"script-{n}", images=[], meta=None)
+        _retrying(lambda: node.ask("log_writer", append, timeout=10.0), f"append {n}")
+        _retrying(lambda: node.ask("planner", schema.PoolIdle(), timeout=30.0), f"idle after {n}")
+        if on_message is not None:
+            on_message(n)
+
+
+def folder_digest(chat: Path) -> dict:
+    """What must match across placements: messages (dates aside), the set of nodes,
+    the merge records, and the two view files byte for byte."""
+    messages, nodes, merges = [], set(), []
+    for path in sorted((chat / "main").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line:
+                record = json.loads(line)
+                record.pop("date", None)
+                messages.append(record)
+    for path in sorted((chat / "tree").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line:
+                continue
+            record = json.loads(line)
+            if "merge" in record:
+                merges.append(record)
+            else:
+                nodes.add((record["l"], record["i"], record["text"]))
+    return {
+        "messages": messages,
+        "nodes": nodes,
+        "merges": merges,
+        "view": (chat / "view.json").read_bytes(),
+        "cview": (chat / "compaction-view.json").read_bytes(),
+    }
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory) -> dict:
+    chat = tmp_path_factory.mktemp("single") / "chat"
+    with Supervisor(chat, Placement("single", workers=2, summarizer="scripted"), BUDGET) as supervisor:
+        converse(supervisor, MESSAGES)
+    digest = folder_digest(chat)
+    assert digest["merges"] and any(l > 0 for l, _, _ in digest["nodes"]), "the script should merge"
+    return digest
+
+
+def test_every_actor_in_its_own_process_gives_the_same_folder(tmp_path, baseline):
+    chat = tmp_path / "chat"
+    with Supervisor(chat, Placement("processes", workers=2, summarizer="scripted"), BUDGET) as supervisor:
+        pids = {child.pid for child in supervisor.children.values()}
+        assert len(pids) == 4 and os.getpid() not in pids
+        converse(supervisor, MESSAGES)
+    assert folder_digest(chat) == baseline
+
+
+def test_a_compactor_joins_over_tcp_from_another_host_and_the_folder_is_the_same(tmp_path, baseline):
+    chat = tmp_path / "chat"
+    elsewhere = tmp_path / "other-host"
+    placement = Placement("processes", transport="tcp", workers=2, remote=("compactor.1",), summarizer="scripted")
+    supervisor = Supervisor(chat, placement, BUDGET)
+    joiner: list[subprocess.Popen] = []
+
+    def join_when_listening() -> None:
+        info = _wait_for_file(chat / "run" / "supervisor.json")
+        # The other host has only the keys, copied over; never the chat folder.
+        shutil.copytree(chat / "config" / "keys", elsewhere / "keys")
+        joiner.append(subprocess.Popen(
+            [sys.executable, "-m", "everchat.frontends.cli", "actor", "compactor.1",
+             "--join", info["endpoint"], "--keys", str(elsewhere / "keys"), "--data-dir", str(elsewhere / "none"),
+             "--summarizer", "scripted"],
+            stdin=subprocess.DEVNULL,
+        ))
+
+    thread = threading.Thread(target=join_when_listening)
+    thread.start()
+    try:
+        supervisor.start()
+        thread.join()
+        assert supervisor.children["compactor.1"].pid == joiner[0].pid
+        converse(supervisor, MESSAGES)
+    finally:
+        thread.join()
+        supervisor.stop()
+        for process in joiner:
+            process.terminate()
+            process.wait(timeout=10)
+    assert not (elsewhere / "none").exists()
+    assert folder_digest(chat) == baseline
+
+
+@pytest.mark.parametrize("victim", ["log_writer", "planner", "compactor.0"])
+def test_kill_9_of_any_actor_midway_is_restarted_and_the_folder_is_the_same(tmp_path, baseline, victim):
+    chat = tmp_path / "chat"
+    with Supervisor(chat, Placement("processes", workers=2, summarizer="scripted"), BUDGET) as supervisor:
+        child = supervisor.children[victim]
+
+        def kill_once(n: int) -> None:
+            if n == MESSAGES // 2:
+                os.kill(child.pid, signal.SIGKILL)
+
+        converse(supervisor, MESSAGES, kill_once)
+        assert child.restarts == 1
+    assert folder_digest(chat) == baseline
+
+
+def _wait_for_file(path: Path, timeout: float = 30.0) -> dict:
+    done = threading.Event()
+    deadline = timeout
+    while not path.exists():
+        if done.wait(0.02):
+            break
+        deadline -= 0.02
+        if deadline <= 0:
+            raise AssertionError(f"{path} never appeared")
+    return json.loads(path.read_text())
