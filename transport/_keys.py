@@ -1,0 +1,158 @@
+"""CURVE keys in the chat's config folder, and the ZAP handler that checks them.
+
+    keys = KeyStore(config_dir)        # files under config_dir/keys/, folder 0700, files 0600
+    pair = keys.ensure("proc-a")       # makes or loads proc-a's key pair (and authorizes it)
+    keys.authorize(other_public_key, "laptop")
+    keys.authorized()                  # {public keys}
+
+`<name>.key` holds a node's pair; `authorized_keys` holds one `<z85 public key> <name>` per
+line. Every tcp socket a node binds is a CURVE server whose ZAP handler (run by the node's
+gateway thread, `ZapHandler`) accepts a client only when its public key is in
+`authorized_keys` (re-read when the file changes, so a key authorized later works without a
+restart) and logs each refusal with the key and the peer's address. A client pins the
+server's key (it is part of the tcp endpoint), so neither side talks to an unknown key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import zmq
+from zmq.utils import z85
+
+from ._errors import TransportError
+
+__all__ = ["KeyPair", "KeyStore", "ZapHandler", "ZAP_ENDPOINT", "ZAP_DOMAIN"]
+
+log = logging.getLogger("everchat.transport")
+
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+ZAP_DOMAIN = b"everchat"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_KEY = re.compile(rb"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
+
+
+class KeyPair(NamedTuple):
+    """A CURVE key pair, z85-encoded as ZeroMQ takes it."""
+    public: bytes
+    secret: bytes
+
+
+def _check_key(key: str | bytes) -> bytes:
+    raw = key.encode("ascii") if isinstance(key, str) else bytes(key)
+    if not _KEY.fullmatch(raw):
+        raise TransportError(f"not a z85 CURVE public key: {raw[:50]!r}")
+    return raw
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically with mode 0600, whatever the umask."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+class KeyStore:
+    """The CURVE keys of one chat config folder (see the module docstring)."""
+
+    def __init__(self, config_dir: str | os.PathLike[str]) -> None:
+        self.dir = Path(config_dir) / "keys"
+        self._authorized_file = self.dir / "authorized_keys"
+
+    def __repr__(self) -> str:
+        return f"KeyStore({str(self.dir)!r})"
+
+    def _ready(self) -> None:
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+
+    def ensure(self, name: str) -> KeyPair:
+        """Load `name`'s key pair, or make it (zmq.curve_keypair) and authorize its public key."""
+        if not _NAME.fullmatch(name):
+            raise TransportError(f"bad key name {name!r}: letters, digits, '.', '_', '-'")
+        self._ready()
+        path = self.dir / f"{name}.key"
+        if not path.exists():
+            public, secret = zmq.curve_keypair()
+            _write_private(path, f"public={public.decode()}\nsecret={secret.decode()}\n")
+            self.authorize(public, name)
+        if path.stat().st_mode & 0o077:
+            log.warning("key file %s was readable by others; made it 0600", path)
+            os.chmod(path, 0o600)
+        fields = dict(line.partition("=")[::2] for line in path.read_text("ascii").splitlines() if line)
+        try:
+            return KeyPair(_check_key(fields["public"]), _check_key(fields["secret"]))
+        except KeyError:
+            raise TransportError(f"key file {path} has no public= or secret= line") from None
+
+    def authorize(self, public_key: str | bytes, name: str = "") -> None:
+        """Let the holder of `public_key` connect to this folder's nodes over tcp."""
+        key = _check_key(public_key)
+        if key in self.authorized():
+            return
+        self._ready()
+        old = self._authorized_file.read_text("ascii") if self._authorized_file.exists() else ""
+        _write_private(self._authorized_file, old + f"{key.decode()} {name}".rstrip() + "\n")
+
+    def authorized(self) -> set[bytes]:
+        """The public keys allowed to connect."""
+        try:
+            text = self._authorized_file.read_bytes()
+        except FileNotFoundError:
+            return set()
+        keys = set()
+        for line in text.splitlines():
+            if line[:40] and _KEY.fullmatch(line[:40]) and line[40:41] in (b"", b" "):
+                keys.add(line[:40])
+        return keys
+
+    def stamp(self) -> tuple[int, int] | None:
+        """Changes whenever authorized_keys does (mtime, size); None when it is missing."""
+        try:
+            st = self._authorized_file.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+
+class ZapHandler:
+    """Answers ZAP requests for one node: CURVE clients with an authorized key only."""
+
+    def __init__(self, keys: KeyStore, own: KeyPair, ident: str) -> None:
+        self.keys = keys
+        self.own = own.public
+        self.ident = ident
+        self.refused = 0
+        self._stamp: object = object()
+        self._allowed: set[bytes] = set()
+
+    def _allowed_keys(self) -> set[bytes]:
+        stamp = self.keys.stamp()
+        if stamp != self._stamp:
+            self._stamp, self._allowed = stamp, self.keys.authorized() | {self.own}
+        return self._allowed
+
+    def reply(self, frames: list[bytes]) -> list[bytes] | None:
+        """The reply frames for one ZAP request (None when it is too broken to answer)."""
+        if len(frames) < 9 or frames[1] != b"":
+            log.warning("%s: malformed ZAP request of %d frames dropped", self.ident, len(frames))
+            return None
+        envelope, request_id, address, mechanism = frames[0], frames[3], frames[5], frames[7]
+        key = z85.encode(frames[8]) if mechanism == b"CURVE" and len(frames[8]) == 32 else None
+        if key is not None and key in self._allowed_keys():
+            return [envelope, b"", b"1.0", request_id, b"200", b"OK", key, b""]
+        self.refused += 1
+        who = key.decode() if key is not None else f"mechanism {mechanism.decode(errors='replace')}"
+        log.warning("%s: refused tcp peer %s with unknown key %s", self.ident,
+                    address.decode(errors="replace"), who)
+        return [envelope, b"", b"1.0", request_id, b"400", b"unknown key", b"", b""]

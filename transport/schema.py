@@ -1,0 +1,807 @@
+"""Every message Everchat's actors exchange, its fields and types, and its msgpack encoding.
+
+A message is a frozen dataclass registered under its class name. Each has one explicit pair:
+`to_wire()` returns a msgpack-able list of its fields in order, `from_wire(obj)` checks every
+field's type strictly and builds the message, raising `BadFrame(reason)` otherwise. On the
+wire a message is the msgpack array `[type name, to_wire()]`:
+
+    data = schema.encode(Append("user", "hello", "client-1", [], None))
+    schema.decode(data)    # Append(kind='user', text='hello', key='client-1', ...)
+
+`decode` raises `BadFrame` for anything wrong: not msgpack, an unknown type, a field of the
+wrong type, a field missing or extra, a frame over `MAX_FRAME` bytes. msgpack's own length
+limits default to the frame's length, so a frame that claims a huge string or array fails
+without allocating it. Dict fields (`meta`, `view`, `cview`, `StatsReply.actors`) carry
+JSON-like data only: str keys; str, int, float, bool, None, list and dict values, at most
+`MAX_DEPTH` levels deep. An int is accepted where a float is expected (and made a float);
+a bool is never an int.
+
+Each type also says how a full mailbox treats it (`policy`, see the transport README table):
+`BLOCK` waits for room (nothing that must not be lost is ever dropped), `REFUSE` answers
+`Refused` at once so the asker can retry, `DROP` drops and counts (events only; the
+receiver learns about it through `Actor.on_events_missed`). Replies go to their asker, never
+through a mailbox; they are marked `BLOCK`.
+
+Messages are shared, not copied, between actors of one process: treat their list and dict
+fields as read-only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgpack
+
+from ._check import (MAX_DEPTH, bool_, bytes_, dict_, fields, float_, int_, ints, list_,
+                     no_ext, opt_dict, opt_str, pairs, show, str_, strs, wrong)
+from ._errors import BadFrame
+
+__all__ = [
+    "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types", "strategies",
+    "BLOCK", "DROP", "REFUSE", "MAX_FRAME", "MAX_DEPTH",
+    "Append", "Appended", "AppendMany", "AppendedMany", "ReadMessage", "MessageRecord",
+    "ReadNodes", "NodeTexts", "SaveNodes", "SaveMerge", "SaveViews", "Ack", "LoadState",
+    "ChatState", "MessageLogged", "BuildJob", "Built", "BuildFailed", "NodeBuilt",
+    "SettleView", "SettledView", "PoolIdle", "Idle", "Register", "Directory",
+    "StatsRequest", "StatsReply", "Ping", "Pong", "ErrorReply",
+    "Logged", "CountMessages", "MessageCount", "NextJob", "NoJob", "PullWork", "Tick",
+    "ActorRestarted", "CompactionFailed",
+]
+
+BLOCK = "block"
+DROP = "drop"
+REFUSE = "refuse"
+MAX_FRAME = 16 * 1024 * 1024
+
+_TYPES: dict[str, type[Message]] = {}
+
+
+class Message:
+    """Base class of every message. Subclasses are registered with `_message(policy)`."""
+
+    __slots__ = ()
+    type_name: ClassVar[str]   # the name on the wire: the class name
+    handler: ClassVar[str]     # the Actor method that handles it: on_<snake_case name>
+    policy: ClassVar[str]      # BLOCK, REFUSE or DROP
+
+    def to_wire(self) -> list:
+        raise NotImplementedError
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Message:
+        raise NotImplementedError
+
+
+def _message(policy: str):
+    def register(cls: type[Message]) -> type[Message]:
+        cls.type_name = cls.__name__
+        cls.handler = "on_" + re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+        cls.policy = policy
+        _TYPES[cls.__name__] = cls
+        return cls
+    return register
+
+
+def types() -> dict[str, type[Message]]:
+    """Every registered message type by its wire name."""
+    return dict(_TYPES)
+
+
+def to_obj(msg: Message) -> list:
+    """`[type name, fields]`: what `encode` packs (the transport nests it in its frames)."""
+    return [msg.type_name, msg.to_wire()]
+
+
+def from_obj(obj: Any) -> Message:
+    """The message for an unpacked `[type name, fields]`, or BadFrame(reason)."""
+    if type(obj) is not list or len(obj) != 2:
+        raise BadFrame(f"expected [type, fields], got {show(obj)}")
+    name, fields_ = obj
+    cls = _TYPES.get(name) if type(name) is str else None
+    if cls is None:
+        raise BadFrame(f"unknown message type {show(name)}")
+    try:
+        return cls.from_wire(fields_)
+    except (TypeError, ValueError) as exc:     # a checker missed something: still a bad frame
+        raise BadFrame(f"{name}: {type(exc).__name__}: {str(exc):.80}") from None
+
+
+def encode(msg: Message) -> bytes:
+    """The frame for `msg`. Raises BadFrame when a field cannot be encoded or the frame
+    would be over MAX_FRAME (a decoder would drop it anyway)."""
+    try:
+        data = msgpack.packb([msg.type_name, msg.to_wire()])
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise BadFrame(f"cannot encode {type(msg).__name__}: {exc}") from None
+    if len(data) > MAX_FRAME:
+        raise BadFrame(f"{type(msg).__name__} is {len(data)} bytes, over the {MAX_FRAME}-byte limit")
+    return data
+
+
+def decode(data: bytes) -> Message:
+    """The message in `data`; BadFrame(reason) when anything about it is wrong."""
+    return from_obj(unpack(data, MAX_FRAME))
+
+
+def unpack(data: bytes, limit: int) -> Any:
+    """msgpack.unpackb for untrusted bytes: BadFrame for anything over `limit` bytes, not
+    msgpack, or using extension types. Lengths inside are capped by the data's length."""
+    if len(data) > limit:
+        raise BadFrame(f"frame of {len(data)} bytes is over the {limit}-byte limit")
+    try:
+        return msgpack.unpackb(data, ext_hook=no_ext)
+    except BadFrame:
+        raise
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:
+        raise BadFrame(f"not msgpack: {type(exc).__name__}: {str(exc):.80}") from None
+
+
+def strategies() -> dict[type[Message], Any]:
+    """A hypothesis strategy per message type (imports hypothesis, a test dependency)."""
+    from ._strategies import message_strategies
+    return message_strategies()
+
+
+# ---- the log writer ----
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Append(Message):
+    """Log one message (ask -> Appended). `key` makes a resent ask idempotent."""
+    kind: str
+    text: str
+    key: str | None
+    images: list[str]
+    meta: dict | None
+
+    def to_wire(self) -> list:
+        return [self.kind, self.text, self.key, self.images, self.meta]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Append:
+        kind, text, key, images, meta = fields(obj, 5, cls)
+        return cls(str_(kind, "Append.kind"), str_(text, "Append.text"), opt_str(key, "Append.key"),
+                   strs(images, "Append.images"), opt_dict(meta, "Append.meta"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Appended(Message):
+    """Reply to Append: the ids the message was logged under (several when it was split)."""
+    ids: list[int]
+
+    def to_wire(self) -> list:
+        return [self.ids]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Appended:
+        (ids,) = fields(obj, 1, cls)
+        return cls(ints(ids, "Appended.ids"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class AppendMany(Message):
+    """Log several messages in one group commit (ask -> AppendedMany)."""
+    items: list[Append]
+
+    def to_wire(self) -> list:
+        return [[item.to_wire() for item in self.items]]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> AppendMany:
+        (items,) = fields(obj, 1, cls)
+        return cls([Append.from_wire(item) for item in list_(items, "AppendMany.items")])
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class AppendedMany(Message):
+    """Reply to AppendMany: the ids of each item, in order."""
+    ids: list[list[int]]
+
+    def to_wire(self) -> list:
+        return [self.ids]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> AppendedMany:
+        (ids,) = fields(obj, 1, cls)
+        for item in list_(ids, "AppendedMany.ids"):
+            ints(item, "AppendedMany.ids[]")
+        return cls(ids)
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class ReadMessage(Message):
+    """Read message `i` (ask -> MessageRecord)."""
+    i: int
+
+    def to_wire(self) -> list:
+        return [self.i]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ReadMessage:
+        (i,) = fields(obj, 1, cls)
+        return cls(int_(i, "ReadMessage.i"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class MessageRecord(Message):
+    """Reply to ReadMessage: one logged message."""
+    i: int
+    kind: str
+    text: str
+    size: int
+    date: str
+    images: list[str]
+    meta: dict | None
+
+    def to_wire(self) -> list:
+        return [self.i, self.kind, self.text, self.size, self.date, self.images, self.meta]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> MessageRecord:
+        i, kind, text, size, date, images, meta = fields(obj, 7, cls)
+        return cls(int_(i, "MessageRecord.i"), str_(kind, "MessageRecord.kind"),
+                   str_(text, "MessageRecord.text"), int_(size, "MessageRecord.size"),
+                   str_(date, "MessageRecord.date"), strs(images, "MessageRecord.images"),
+                   opt_dict(meta, "MessageRecord.meta"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class ReadNodes(Message):
+    """Read the texts of tree nodes (l, i) (ask -> NodeTexts)."""
+    nodes: list[tuple[int, int]]
+
+    def to_wire(self) -> list:
+        return [self.nodes]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ReadNodes:
+        (nodes,) = fields(obj, 1, cls)
+        return cls(pairs(nodes, "ReadNodes.nodes"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class NodeTexts(Message):
+    """Reply to ReadNodes: each node's text, None for a node not built."""
+    texts: list[str | None]
+
+    def to_wire(self) -> list:
+        return [self.texts]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> NodeTexts:
+        (texts,) = fields(obj, 1, cls)
+        for text in list_(texts, "NodeTexts.texts"):
+            opt_str(text, "NodeTexts.texts[]")
+        return cls(texts)
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class SaveNodes(Message):
+    """Log built tree nodes (l, i, text) (ask -> Ack)."""
+    nodes: list[tuple[int, int, str]]
+
+    def to_wire(self) -> list:
+        return [self.nodes]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SaveNodes:
+        (nodes,) = fields(obj, 1, cls)
+        out = []
+        for item in list_(nodes, "SaveNodes.nodes"):
+            if (type(item) is not list or len(item) != 3 or type(item[0]) is not int
+                    or type(item[1]) is not int or type(item[2]) is not str):
+                raise wrong("SaveNodes.nodes[]", "[int, int, str]", item)
+            out.append((item[0], item[1], item[2]))
+        return cls(out)
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class SaveMerge(Message):
+    """Log a merge record: the merged pairs by left member, at message count t (ask -> Ack)."""
+    merges: list[tuple[int, int]]
+    t: int
+    open: bool
+
+    def to_wire(self) -> list:
+        return [self.merges, self.t, self.open]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SaveMerge:
+        merges, t, open_ = fields(obj, 3, cls)
+        return cls(pairs(merges, "SaveMerge.merges"), int_(t, "SaveMerge.t"), bool_(open_, "SaveMerge.open"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class SaveViews(Message):
+    """Save view.json and the compaction view (ask -> Ack)."""
+    view: dict
+    cview: dict
+
+    def to_wire(self) -> list:
+        return [self.view, self.cview]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SaveViews:
+        view, cview = fields(obj, 2, cls)
+        return cls(dict_(view, "SaveViews.view"), dict_(cview, "SaveViews.cview"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Ack(Message):
+    """Reply: done."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Ack:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class LoadState(Message):
+    """Ask the log writer for what a restarted planner needs (ask -> ChatState)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> LoadState:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class ChatState(Message):
+    """Reply to LoadState: message count, saved views, merge records (merges, t, open)."""
+    messages: int
+    view: dict | None
+    cview: dict | None
+    records: list[tuple[list[tuple[int, int]], int, bool]]
+
+    def to_wire(self) -> list:
+        return [self.messages, self.view, self.cview, self.records]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ChatState:
+        messages, view, cview, records = fields(obj, 4, cls)
+        out = []
+        for item in list_(records, "ChatState.records"):
+            if type(item) is not list or len(item) != 3:
+                raise wrong("ChatState.records[]", "[merges, t, open]", item)
+            out.append((pairs(item[0], "ChatState.records[].merges"),
+                        int_(item[1], "ChatState.records[].t"), bool_(item[2], "ChatState.records[].open")))
+        return cls(int_(messages, "ChatState.messages"), opt_dict(view, "ChatState.view"),
+                   opt_dict(cview, "ChatState.cview"), out)
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class MessageLogged(Message):
+    """Event, topic "logged": message i is on disk (published after its fsync)."""
+    i: int
+    line_bytes: int
+
+    def to_wire(self) -> list:
+        return [self.i, self.line_bytes]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> MessageLogged:
+        i, line_bytes = fields(obj, 2, cls)
+        return cls(int_(i, "MessageLogged.i"), int_(line_bytes, "MessageLogged.line_bytes"))
+
+
+# ---- the planner and the compactor pool ----
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class BuildJob(Message):
+    """Planner -> compactor (tell): build node (l, i) from `input` with `context` before it."""
+    l: int   # noqa: E741 (SPEC's name for a level)
+    i: int
+    context: list[str]
+    input: list[str]
+    attempt: int
+
+    def to_wire(self) -> list:
+        return [self.l, self.i, self.context, self.input, self.attempt]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> BuildJob:
+        l, i, context, input_, attempt = fields(obj, 5, cls)  # noqa: E741
+        return cls(int_(l, "BuildJob.l"), int_(i, "BuildJob.i"), strs(context, "BuildJob.context"),
+                   strs(input_, "BuildJob.input"), int_(attempt, "BuildJob.attempt"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Built(Message):
+    """Compactor -> planner (tell): node (l, i) was built with `text`."""
+    l: int   # noqa: E741
+    i: int
+    text: str
+    worker: str
+
+    def to_wire(self) -> list:
+        return [self.l, self.i, self.text, self.worker]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Built:
+        l, i, text, worker = fields(obj, 4, cls)  # noqa: E741
+        return cls(int_(l, "Built.l"), int_(i, "Built.i"), str_(text, "Built.text"), str_(worker, "Built.worker"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class BuildFailed(Message):
+    """Compactor -> planner (tell): building node (l, i) failed for `reason`."""
+    l: int   # noqa: E741
+    i: int
+    reason: str
+    worker: str
+
+    def to_wire(self) -> list:
+        return [self.l, self.i, self.reason, self.worker]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> BuildFailed:
+        l, i, reason, worker = fields(obj, 4, cls)  # noqa: E741
+        return cls(int_(l, "BuildFailed.l"), int_(i, "BuildFailed.i"), str_(reason, "BuildFailed.reason"),
+                   str_(worker, "BuildFailed.worker"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class NodeBuilt(Message):
+    """Event, topic "built": node (l, i) is built and saved."""
+    l: int   # noqa: E741
+    i: int
+
+    def to_wire(self) -> list:
+        return [self.l, self.i]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> NodeBuilt:
+        l, i = fields(obj, 2, cls)  # noqa: E741
+        return cls(int_(l, "NodeBuilt.l"), int_(i, "NodeBuilt.i"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class SettleView(Message):
+    """Ask the planner for the view once every line up to message `until` is built, waiting
+    at most `timeout` seconds (R36) (ask -> SettledView)."""
+    until: int
+    timeout: float
+
+    def to_wire(self) -> list:
+        return [self.until, float(self.timeout)]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SettleView:
+        until, timeout = fields(obj, 2, cls)
+        return cls(int_(until, "SettleView.until"), float_(timeout, "SettleView.timeout"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class SettledView(Message):
+    """Reply to SettleView: the view text, the messages it covers, lines still unbuilt."""
+    text: str
+    messages: int
+    unbuilt: int
+
+    def to_wire(self) -> list:
+        return [self.text, self.messages, self.unbuilt]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SettledView:
+        text, messages, unbuilt = fields(obj, 3, cls)
+        return cls(str_(text, "SettledView.text"), int_(messages, "SettledView.messages"),
+                   int_(unbuilt, "SettledView.unbuilt"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class PoolIdle(Message):
+    """Ask whether the compactor pool is idle (ask -> Idle)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> PoolIdle:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Idle(Message):
+    """Reply to PoolIdle."""
+    idle: bool
+    running: int
+    queued: int
+
+    def to_wire(self) -> list:
+        return [self.idle, self.running, self.queued]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Idle:
+        idle, running, queued = fields(obj, 3, cls)
+        return cls(bool_(idle, "Idle.idle"), int_(running, "Idle.running"), int_(queued, "Idle.queued"))
+
+
+# ---- the supervisor, the ops console, the transport ----
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Register(Message):
+    """An actor's node tells the supervisor where `name` lives (ask -> Ack)."""
+    name: str
+    host: str
+    pid: int
+    endpoint: str
+
+    def to_wire(self) -> list:
+        return [self.name, self.host, self.pid, self.endpoint]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Register:
+        name, host, pid, endpoint = fields(obj, 4, cls)
+        return cls(str_(name, "Register.name"), str_(host, "Register.host"), int_(pid, "Register.pid"),
+                   str_(endpoint, "Register.endpoint"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Directory(Message):
+    """Supervisor -> every node: where each name lives (name -> endpoint); apply each entry
+    with `node.route`."""
+    routes: dict[str, str]
+
+    def to_wire(self) -> list:
+        return [self.routes]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Directory:
+        (routes,) = fields(obj, 1, cls)
+        if type(routes) is not dict:
+            raise wrong("Directory.routes", "map", routes)
+        for name, endpoint in routes.items():
+            str_(name, "Directory.routes key")
+            str_(endpoint, "Directory.routes value")
+        return cls(routes)
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class StatsRequest(Message):
+    """Ask an actor or node for mailbox statistics (ask -> StatsReply)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> StatsRequest:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class StatsReply(Message):
+    """Reply to StatsRequest: one dict per actor (`MailboxStats.to_dict()`)."""
+    actors: list[dict]
+
+    def to_wire(self) -> list:
+        return [self.actors]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> StatsReply:
+        (actors,) = fields(obj, 1, cls)
+        for item in list_(actors, "StatsReply.actors"):
+            dict_(item, "StatsReply.actors[]")
+        return cls(actors)
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class Ping(Message):
+    """Ask for an echo (ask -> Pong); used by health checks and the benchmarks."""
+    payload: bytes
+
+    def to_wire(self) -> list:
+        return [self.payload]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Ping:
+        (payload,) = fields(obj, 1, cls)
+        return cls(bytes_(payload, "Ping.payload"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Pong(Message):
+    """Reply to Ping: the same payload."""
+    payload: bytes
+
+    def to_wire(self) -> list:
+        return [self.payload]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Pong:
+        (payload,) = fields(obj, 1, cls)
+        return cls(bytes_(payload, "Pong.payload"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class ErrorReply(Message):
+    """Reply when the handler raised (`kind` = exception class name) or the transport could
+    not deliver (kinds starting with "transport:"); `ask` raises it as an exception."""
+    kind: str
+    text: str
+
+    def to_wire(self) -> list:
+        return [self.kind, self.text]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ErrorReply:
+        kind, text = fields(obj, 2, cls)
+        return cls(str_(kind, "ErrorReply.kind"), str_(text, "ErrorReply.text"))
+
+
+# ---- the planner and the compactor pool (added with the actors) ----
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class Logged(Message):
+    """Log writer -> planner (tell) after each append's fsync: the new messages' `kind: text`
+    lines, from id `first` on. A reliable tell: the planner must plan every message."""
+    first: int
+    lines: list[str]
+
+    def to_wire(self) -> list:
+        return [self.first, self.lines]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Logged:
+        first, lines = fields(obj, 2, cls)
+        return cls(int_(first, "Logged.first"), strs(lines, "Logged.lines"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class CountMessages(Message):
+    """How many messages the chat has (ask -> MessageCount); the planner catches up with it."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> CountMessages:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class MessageCount(Message):
+    """Reply to CountMessages."""
+    messages: int
+
+    def to_wire(self) -> list:
+        return [self.messages]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> MessageCount:
+        (messages,) = fields(obj, 1, cls)
+        return cls(int_(messages, "MessageCount.messages"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class NextJob(Message):
+    """Worker -> planner (ask -> BuildJob or NoJob): answered when there is work (R31, R32)."""
+    worker: str
+
+    def to_wire(self) -> list:
+        return [self.worker]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> NextJob:
+        (worker,) = fields(obj, 1, cls)
+        return cls(str_(worker, "NextJob.worker"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class NoJob(Message):
+    """Reply to NextJob when nothing came for a while: ask again."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> NoJob:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class PullWork(Message):
+    """A worker's note to itself: ask the planner for the next job."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> PullWork:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class Tick(Message):
+    """The planner's clock (once a second): expire waits, retry failures (R30)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Tick:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class ActorRestarted(Message):
+    """Supervisor -> planner: the actor `name` was restarted; jobs it held are handed out again."""
+    name: str
+
+    def to_wire(self) -> list:
+        return [self.name]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ActorRestarted:
+        (name,) = fields(obj, 1, cls)
+        return cls(str_(name, "ActorRestarted.name"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class CompactionFailed(Message):
+    """Event (topic "failed"): a compaction call failed (R30: reported, never silent)."""
+    l: int
+    i: int
+    reason: str
+    failures: int
+
+    def to_wire(self) -> list:
+        return [self.l, self.i, self.reason, self.failures]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> CompactionFailed:
+        l, i, reason, failures = fields(obj, 4, cls)
+        return cls(int_(l, "CompactionFailed.l"), int_(i, "CompactionFailed.i"),
+                   str_(reason, "CompactionFailed.reason"), int_(failures, "CompactionFailed.failures"))
