@@ -145,6 +145,17 @@ class Delivery:
         self._mailbox.unanswered.discard(self)
 
 
+class _Ref(pykka.ActorRef):
+    """pykka's ActorRef, named like its actor: `<ActorRef for Probe probe@proc-a (pid 7 on h)>`."""
+
+    def __init__(self, actor: Actor) -> None:
+        super().__init__(actor)
+        self._name = str(actor)
+
+    def __str__(self) -> str:
+        return self._name
+
+
 class Actor(pykka.ThreadingActor):
     """Base class of every Everchat actor: pykka's ThreadingActor fed by a Node.
 
@@ -178,6 +189,7 @@ class Actor(pykka.ThreadingActor):
         self.node, self._mailbox = spot if spot is not None else (None, None)
         self.name = self._mailbox.name if self._mailbox is not None else type(self).__name__
         self._handlers: dict[type, Any] = {}
+        self._actor_ref = _Ref(self)       # before pykka registers it: a ref that names us
 
     def _create_actor_inbox(self) -> Inbox:   # pykka calls this from Actor.__init__
         return Inbox(self.mailbox_size)

@@ -90,6 +90,7 @@ class Gateway:
                 sock.curve_server = True
                 sock.curve_secretkey = node._pair.secret
                 sock.curve_publickey = node._pair.public
+        self.xpub.setsockopt(zmq.LINGER, 0)      # events are droppable; replies get the linger
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         node._router = self.router
         self.xpub.setsockopt(zmq.XPUB_VERBOSER, 1)
@@ -283,6 +284,7 @@ class Gateway:
             return
         sub = node._context.socket(zmq.SUB)
         tune(sub, tcp=server_key is not None)
+        sub.setsockopt(zmq.LINGER, 0)            # nothing worth waiting for: subscriptions
         if server_key is not None:
             sub.curve_serverkey = server_key
             sub.curve_publickey = node._pair.public
