@@ -15,8 +15,7 @@ import threading
 
 import pytest
 
-from everchat.transport import (Actor, ActorStopped, AskTimeout, Node, Refused, RemoteError,
-                                TransportError, schema)
+from everchat.transport import Actor, ActorStopped, AskTimeout, Node, Refused, RemoteError, schema
 from everchat.transport.schema import Built, NodeBuilt, Ping, Pong
 
 

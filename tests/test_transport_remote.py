@@ -385,3 +385,10 @@ def test_key_files_are_private_and_stable(tmp_path, caplog):
     assert "was readable by others" in caplog.text
     with pytest.raises(TransportError, match="not a z85 CURVE public key"):
         keys.authorize("short")
+
+
+def test_the_two_process_example_runs():
+    example = TESTS.parent / "tools" / "examples" / "two_processes.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("echo from child (pid ") and done.stdout.endswith(": hello, world\n")

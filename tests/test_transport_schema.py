@@ -216,3 +216,18 @@ def test_addresses_parse_and_say_what_is_wrong():
     for text in ("tcp://10.0.0.2:5555", "udp://x", "ipc://", f"tcp://:5;events=6;key={key}"):
         with pytest.raises(TransportError):
             wire.parse_address(text)
+
+
+def test_the_readme_policy_table_lists_every_type_with_its_policy():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "transport" / "README.md").read_text()
+    listed: dict[str, str] = {}
+    for line in readme.splitlines():
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if len(cells) == 4 and cells[0] in (schema.BLOCK, schema.REFUSE, schema.DROP):
+            for name in re.findall(r"\b[A-Z][A-Za-z]+\b", cells[1]):
+                listed[name] = cells[0]
+    actual = {name: cls.policy for name, cls in schema.types().items()}
+    assert listed == actual, "transport/README.md's policy table must list each message type under its policy"

@@ -16,6 +16,7 @@ like a lost peer once the reconnection's event has been read after it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ class Client:
     def __init__(self, node: Node, address: Address) -> None:
         self.node = node
         self.address = address
+        self.owner = threading.get_ident()
         sock = node._socket(zmq.DEALER)
         tune(sock, tcp=address.server_key is not None)
         sock.setsockopt(zmq.IMMEDIATE, 1)

@@ -108,6 +108,7 @@ class Mailbox:
         self.actor: Actor | None = None
         self.alive = False
         self.thread: int | None = None
+        self.thread_object: threading.Thread | None = None
         self.unanswered: set[Delivery] = set()
         self.missed: dict[str, int] = {}
         self._missed_lock = threading.Lock()

@@ -100,7 +100,7 @@ class Node:
         self._rids = itertools.count(1)
         self._tls = _ThreadState()
         self._lock = threading.RLock()
-        self._sockets: set[zmq.Socket] = set()
+        self._sockets: dict[zmq.Socket, int] = {}     # every thread's socket -> its thread
         self._clients: set[Client] = set()
         self._busy: set[int] = set()    # threads inside a remote tell or ask
         self._gateway_recorder = Recorder()
@@ -154,6 +154,7 @@ class Node:
         if not self._started or self._stopping:
             return
         self._stopping = True
+        end = _monotonic() + timeout
         stopping = []
         for mailbox in list(self._mailboxes.values()):
             if mailbox.alive and mailbox.actor is not None:
@@ -161,22 +162,32 @@ class Node:
                 stopping.append((mailbox, mailbox.actor.actor_ref.stop(block=False)))
         for mailbox, future in stopping:
             try:
-                future.get(timeout=timeout)
+                future.get(timeout=max(0.0, end - _monotonic()))
             except pykka.Timeout:
                 log.warning("%s did not stop within %.1f s", mailbox.ident, timeout)
+        for mailbox, _ in stopping:                   # let each finish its teardown: its sockets
+            if mailbox.thread_object is not None and mailbox.thread_object is not threading.current_thread():
+                mailbox.thread_object.join(max(0.0, end - _monotonic()))
         self._push([OP_QUIT])
         self._gateway.thread.join(timeout)
         until = _monotonic() + SLICE * 4
-        while self._busy and _monotonic() < until:    # they notice _stopping within SLICE
+        while self._busy and _monotonic() < until:    # askers notice _stopping within SLICE
             time.sleep(0.005)
-        for client in list(self._clients):           # idle now: their threads are not in them
+        with self._lock:                              # claim the clients of idle threads
+            claimed = [client for client in self._clients if client.owner not in self._busy]
+            self._clients.difference_update(claimed)
+        for client in claimed:
             client.flush(1.0)
         with self._lock:
-            for sock in list(self._sockets):
-                if not sock.closed:
+            stuck = set(self._busy)
+            for sock, owner in list(self._sockets.items()):
+                if owner not in stuck and not sock.closed:
                     sock.close()       # tells still queued get LINGER_MS to leave
-            self._sockets.clear()
-        if self._own_context:
+                    del self._sockets[sock]
+        if stuck:
+            log.warning("%s: %d threads still inside a send at stop; their sockets stay open",
+                        self.ident, len(stuck))
+        elif self._own_context:
             self._context.destroy()
 
     # ---- hosting ----
@@ -200,7 +211,7 @@ class Node:
                 actor = actor_class(*args, **kwargs)
             finally:
                 hosting.spot = None
-            mailbox.actor, mailbox.inbox, mailbox.thread = actor, actor.actor_inbox, None
+            mailbox.actor, mailbox.inbox, mailbox.thread, mailbox.thread_object = actor, actor.actor_inbox, None, None
             mailbox.alive = True
             self._mailboxes[name] = mailbox
             pykka.ActorRegistry.register(actor.actor_ref)
@@ -219,6 +230,7 @@ class Node:
     def _enter_actor_thread(self, mailbox: Mailbox) -> None:
         self._tls.mailbox = mailbox
         mailbox.thread = threading.get_ident()
+        mailbox.thread_object = threading.current_thread()
 
     def _leave_actor_thread(self, mailbox: Mailbox, actor: Actor) -> None:
         if mailbox.actor is actor:
@@ -470,7 +482,7 @@ class Node:
             tls.sockets = []
         tls.sockets.append(sock)
         with self._lock:
-            self._sockets.add(sock)
+            self._sockets[sock] = threading.get_ident()
 
     def _client(self, address: Address) -> Client:
         clients = self._tls.clients
@@ -500,12 +512,14 @@ class Node:
     def _close_thread_sockets(self) -> None:
         tls = self._tls
         for client in (tls.clients or {}).values():
-            client.flush(1.0)
-            client.sock.disable_monitor()
             with self._lock:
+                mine = client in self._clients
                 self._clients.discard(client)
-        for sock in tls.sockets or ():
-            sock.close()
+            if mine:
+                client.flush(1.0)
+            client.sock.disable_monitor()
         with self._lock:
-            self._sockets.difference_update(tls.sockets or ())
+            for sock in tls.sockets or ():
+                sock.close()
+                self._sockets.pop(sock, None)
         tls.__dict__.clear()
