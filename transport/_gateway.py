@@ -160,9 +160,12 @@ class Gateway:
         send by another thread may consume that signal, so that thread checks for input
         after sending and wakes us (OP_WAKE); `router_more` says "look again"."""
         router = self.router
-        batch = []
         with self.node._router_lock:
-            while len(batch) < BATCH and readable(router):
+            try:       # the descriptor fired: there is nearly always a request, so just read it
+                batch = [recv_frames(router, NOBLOCK)]
+            except zmq.Again:
+                batch = []
+            while batch and len(batch) < BATCH and readable(router):
                 batch.append(recv_frames(router, NOBLOCK))
         self.router_more = len(batch) == BATCH
         for frames in batch:

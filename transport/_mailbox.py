@@ -14,7 +14,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from ._errors import ActorStopped, AskTimeout, Refused
 from ._stats import Recorder
+from .schema import BLOCK, DROP
 
 if TYPE_CHECKING:
     from ._actor import Actor, Delivery
@@ -126,6 +128,34 @@ class Mailbox:
             return QUEUED
         self.unanswered.discard(delivery)
         return FULL
+
+    def full(self, delivery: Delivery, deadline: float | None, block_timeout: float) -> None:
+        """`delivery` found this mailbox full, in the sending thread: apply its type's policy.
+        DROP (not an ask): drop and count. BLOCK: wait for room up to `block_timeout` (or the
+        ask's deadline), never when the actor sends to itself. Otherwise raise Refused."""
+        policy = delivery.msg.policy
+        recorder = self.recorder
+        if policy == DROP and delivery._route is None:
+            recorder.dropped_full += 1
+            if delivery.topic is not None:
+                self.note_missed(delivery.topic, 1)
+            if recorder.dropped_full % 1000 == 1:
+                log.warning("%s: mailbox full, dropping %s (%d dropped so far)", self.ident,
+                            delivery.msg.type_name, recorder.dropped_full)
+            return
+        if policy == BLOCK:
+            if self.thread == threading.get_ident():
+                self.force(delivery)
+                return
+            wait = block_timeout if deadline is None else min(block_timeout, deadline - time.monotonic())
+            if self.offer(delivery, wait) is QUEUED:
+                return
+            if not self.alive:
+                raise ActorStopped(f"{self.ident} stopped")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise AskTimeout(f"{self.ident} had no room before the deadline")
+        recorder.refused += 1
+        raise Refused(f"{self.ident}: mailbox full ({self.inbox.bound} messages), {delivery.msg.type_name} refused")
 
     def force(self, delivery: Delivery) -> None:
         """Queue past the bound (an actor telling itself must not wait for itself)."""

@@ -13,7 +13,7 @@ thread (`_gateway.py`) receives requests for local actors, sends their replies, 
 events. Naming: `tell` never waits for the handler, `ask` returns its reply, `publish`
 sends an event to every subscriber, `wait_*` waits for a condition, `statistics()` reads.
 
-Full mailboxes follow the message type's policy (`schema.BLOCK` / `REFUSE` / `DROP`):
+Full mailboxes follow the message type's policy (`schema.BLOCK` / `REFUSE` / `DROP`; `Mailbox.full`):
 - a tell of a BLOCK type waits for room up to `block_timeout` (then Refused); an actor
   telling itself never waits (its own mailbox may go past the bound);
 - a REFUSE type raises Refused at once (an ask of a DROP type is refused too: a request is
@@ -37,14 +37,14 @@ import zmq
 
 from ._actor import K_BAD_REPLY, K_STOPPED, Actor, Delivery, Slot, hosting, unwrap
 from ._client import SLICE, Client
-from ._errors import ActorStopped, AskTimeout, BadFrame, Refused, TransportError
+from ._errors import ActorStopped, AskTimeout, BadFrame, TransportError
 from ._gateway import OP_CONNECT, OP_PUBLISH, OP_QUIT, OP_SUBSCRIBE, OP_WAKE, Gateway
 from ._keys import KeyStore
 from ._mailbox import QUEUED, Mailbox
 from ._stats import MailboxStats, Recorder
 from ._wire import (ASK, NOBLOCK, TELL, Address, parse_address, readable, reply_frame, request_frame,
                     send_frames, topic_frame)
-from .schema import BLOCK, DROP, REFUSE, ErrorReply, Message, encode, from_obj
+from .schema import DROP, REFUSE, ErrorReply, Message, encode, from_obj
 
 __all__ = ["Node"]
 
@@ -275,7 +275,7 @@ class Node:
         if mailbox is not None and mailbox.alive:
             delivery = Delivery(msg, self._sender(), None, None, None, mailbox)
             if mailbox.offer(delivery) is not QUEUED:
-                self._full(mailbox, delivery, None)
+                mailbox.full(delivery, None, self.block_timeout)
             return
         address = self._address(target, mailbox)
         frame = request_frame(TELL, 0, target, self._sender(), None, msg)
@@ -319,40 +319,13 @@ class Node:
         slot = Slot()
         delivery = Delivery(msg, self._sender(), deadline, next(self._rids), slot, mailbox)
         if mailbox.offer(delivery) is not QUEUED:
-            self._full(mailbox, delivery, deadline)
+            mailbox.full(delivery, deadline, self.block_timeout)
         while not slot.wait(min(max(deadline - _monotonic(), 0.0), SLICE)):
             if _monotonic() >= deadline:
                 raise AskTimeout(f"{self.ident}: no reply from {mailbox.ident} in time")
             if self._stopping:
                 raise ActorStopped(f"{self.ident} stopped while asking {mailbox.ident}")
         return unwrap(slot.value)
-
-    def _full(self, mailbox: Mailbox, delivery: Delivery, deadline: float | None) -> None:
-        """`delivery` found `mailbox` full: apply its type's policy (module docstring)."""
-        policy = delivery.msg.policy
-        recorder = mailbox.recorder
-        if policy == DROP and delivery._route is None:
-            recorder.dropped_full += 1
-            if delivery.topic is not None:
-                mailbox.note_missed(delivery.topic, 1)
-            if recorder.dropped_full % 1000 == 1:
-                log.warning("%s: mailbox full, dropping %s (%d dropped so far)", mailbox.ident,
-                            delivery.msg.type_name, recorder.dropped_full)
-            return
-        if policy == BLOCK:
-            if mailbox.thread == threading.get_ident():
-                mailbox.force(delivery)
-                return
-            wait = self.block_timeout if deadline is None else min(self.block_timeout, deadline - _monotonic())
-            if mailbox.offer(delivery, wait) is QUEUED:
-                return
-            if not mailbox.alive:
-                raise ActorStopped(f"{mailbox.ident} stopped")
-            if deadline is not None and _monotonic() >= deadline:
-                raise AskTimeout(f"{self.ident}: {mailbox.ident} had no room before the deadline")
-        recorder.refused += 1
-        raise Refused(f"{mailbox.ident}: mailbox full ({mailbox.inbox.bound} messages), "
-                      f"{delivery.msg.type_name} refused")
 
     def _send_reply(self, identity: bytes, request_id: int, msg: Message) -> None:
         try:
@@ -389,7 +362,7 @@ class Node:
             if mailbox.alive:
                 delivery = Delivery(msg, sender, None, None, None, mailbox, topic)
                 if mailbox.offer(delivery) is not QUEUED:
-                    self._full(mailbox, delivery, None)
+                    mailbox.full(delivery, None, self.block_timeout)
         if self._remote_subs.get(topic, 0) > 0:
             self._push([OP_PUBLISH, topic_frame(topic), encode(msg), sender.encode()])
 
