@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Callable
 
 from everchat.actors.memory import LINE_LIMIT, cut_utf8
-from everchat.transport import Actor, AskTimeout, PeerLost, schema
+from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, Refused, schema
 
 __all__ = ["CompactorWorker", "configured_summarizer", "scripted_summary", "Summarizer"]
 
@@ -58,6 +59,8 @@ class CompactorWorker(Actor):
         super().__init__()
         self.planner = planner
         self.summarizer = summarizer
+        self._backoff = 0.0
+        self._quiet = threading.Event()  # set when the worker stops: no more waiting
 
     def on_start(self) -> None:
         """Runs in the worker's thread: make the summarizer, then start pulling. A
@@ -72,12 +75,26 @@ class CompactorWorker(Actor):
     def on_pull_work(self, msg: schema.PullWork, delivery) -> None:
         try:
             job = self.node.ask(self.planner, schema.NextJob(worker=self.name), timeout=_PULL_SECONDS * 2)
-        except (AskTimeout, PeerLost) as error:
-            log.info("%s: no answer from %s (%s); asking again", self, self.planner, error)
+            self._backoff = 0.0
+        except (AskTimeout, PeerLost, ActorStopped, Refused) as error:
+            # The planner restarts, is stopping, or is busy: ask again a little later
+            # (backing off up to a second, so a planner that is down costs nothing).
+            self._backoff = min(1.0, self._backoff * 2 or 0.02)
+            if self._backoff >= 1.0:
+                log.info("%s: no job from %s (%s); asking again", self, self.planner, error)
+            if self._quiet.wait(self._backoff):
+                return
             job = None
-        if isinstance(job, schema.BuildJob):
-            self._build(job)
-        self.node.tell(self.name, schema.PullWork())
+        try:
+            if isinstance(job, schema.BuildJob):
+                self._build(job)
+            self.node.tell(self.name, schema.PullWork())
+        except ActorStopped:
+            return  # this worker's node is stopping: no more pulls
+
+    def on_stop(self) -> None:
+        self._quiet.set()
+        super().on_stop()
 
     def _build(self, job: schema.BuildJob) -> None:
         try:

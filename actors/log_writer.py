@@ -88,6 +88,9 @@ class LogWriter(Actor):
         records = [(list(merges), t, still_open) for merges, t, still_open in self.store.merge_records(after_t=after)]
         return schema.ChatState(messages=self.store.message_count, view=view, cview=cview, records=records)
 
+    def on_count_messages(self, msg: schema.CountMessages, delivery) -> schema.MessageCount:
+        return schema.MessageCount(messages=self.store.message_count)
+
     # -- the planner's saves ------------------------------------------------------------
 
     def on_save_nodes(self, msg: schema.SaveNodes, delivery) -> schema.Ack:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from everchat.actors.memory import Budget, key_of, name, node_of
 from everchat.actors.compaction import FAILURE_CAP, fallback_line
 from everchat.actors.planning import Planning
-from everchat.transport import Actor, schema
+from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["PlannerActor", "StoreProxy"]
 
@@ -37,14 +37,21 @@ lands near its ask's deadline (a late reply would be dropped with the job in it)
 class StoreProxy:
     """The log store's methods that `Planning` uses, as asks to the log writer."""
 
-    def __init__(self, node, log_writer: str, state: schema.ChatState) -> None:
-        self.node = node
+    def __init__(self, node, log_writer: str, state: schema.ChatState, broken=lambda error: None) -> None:
+        self._node = node  # not `node`: that is the store's method reading a tree node
         self.log_writer = log_writer
         self.state = state
+        self.broken = broken
         self.path = f"<log writer {log_writer}>"
 
     def _ask(self, msg):
-        return self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS)
+        try:
+            return self._node.ask(self.log_writer, msg, timeout=_ASK_SECONDS)
+        except TransportError as error:
+            # The planner's memory is now ahead of the disk: stop, and let the supervisor
+            # restart it; the new planner recovers from the folder (R22, R24).
+            self.broken(error)
+            raise
 
     @property
     def message_count(self) -> int:
@@ -108,10 +115,14 @@ class PlannerActor(Actor):
         restarts this actor later."""
         super().on_start()
         state = self.node.ask(self.log_writer, schema.LoadState(), timeout=_ASK_SECONDS)
-        proxy = StoreProxy(self.node, self.log_writer, state)
+        proxy = StoreProxy(self.node, self.log_writer, state, self._broken)
         self.planning = Planning.recover(proxy, self.budget)
         self._dispatch(self.planning.start_all())
         self._tick()
+
+    def _broken(self, error: Exception) -> None:
+        log.error("%s: the log writer failed (%s); stopping so the supervisor restarts me", self, error)
+        self.actor_ref.stop(block=False)
 
     def on_stop(self) -> None:
         if self._ticker is not None:
@@ -171,21 +182,25 @@ class PlannerActor(Actor):
     def on_next_job(self, msg: schema.NextJob, delivery):
         self.workers.append(_Waiter(delivery, time.monotonic()))
         self._hand_out()
-        return schema.DEFERRED
+        return None  # answered later, with delivery.reply
 
     def on_pool_idle(self, msg: schema.PoolIdle, delivery):
+        """Answered once no compaction runs, after planning every message logged so far
+        (a notice lost while this planner restarted is caught up here)."""
+        self._catch_up()
         self.idle_waiters.append(_Waiter(delivery, time.monotonic()))
         self._answer_idle()
-        return schema.DEFERRED
+        return None  # answered later, with delivery.reply
 
     def on_settle_view(self, msg: schema.SettleView, delivery):
         """R36: answer once every view line before `until` is built, or at the timeout
         with the unbuilt lines shown as their message cut to 512 bytes."""
+        self._catch_up()
         waiter = _Waiter(delivery, time.monotonic(), msg.until, msg.timeout)
         self.settle_waiters.append(waiter)
         self._dispatch(self.planning.planner.wait_for(msg.until))
         self._answer_settled()
-        return schema.DEFERRED
+        return None  # answered later, with delivery.reply
 
     def _answer_settled(self, expired: bool = False) -> None:
         planner = self.planning.planner
@@ -229,6 +244,15 @@ class PlannerActor(Actor):
             self._answer_settled()
         self._tick()
 
+    def _catch_up(self) -> None:
+        count = self.node.ask(self.log_writer, schema.CountMessages(), timeout=_ASK_SECONDS).messages
+        if count > self.planning.planner.messages:
+            missing = list(range(self.planning.planner.messages, count))
+            log.info("%s: catching up with %d messages logged while no notice came", self, len(missing))
+            self.planning.store.state = _advanced(self.planning.store.state, count)
+            for step in self.planning.plan(missing):
+                self._dispatch(step.started)
+
     # -- jobs ---------------------------------------------------------------------------
 
     def _dispatch(self, started: list[int]) -> None:
@@ -238,7 +262,7 @@ class PlannerActor(Actor):
     def _hand_out(self) -> None:
         while self.queue and self.workers:
             waiter = self.workers.popleft()
-            if waiter.delivery.deadline is not None and waiter.delivery.deadline < time.time() + 1.0:
+            if waiter.delivery.deadline is not None and waiter.delivery.deadline < time.monotonic() + 1.0:
                 continue  # about to expire: the worker asks again
             key = self.queue.popleft()
             self.assigned[key] = waiter.delivery.sender

@@ -34,6 +34,12 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
 
     stop = stop or threading.Event()
     keystore = KeyStore(keys) if keys else None
+    if keystore is not None and supervisor.startswith("tcp://"):
+        # We pinned the supervisor's key in its endpoint; let it reach us too (its
+        # Directory updates and statistics requests), whether or not we share its folder.
+        server_key = dict(part.partition("=")[::2] for part in supervisor.split(";")[1:]).get("key")
+        if server_key:
+            keystore.authorize(server_key, "supervisor")
     node = Node(name, bind=bind, keys=keystore)
     node.start()
     try:
@@ -66,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--supervisor", required=True, help="the supervisor's endpoint")
     parser.add_argument("--bind", required=True, help="this process's endpoint (ipc://… or tcp://127.0.0.1:0)")
     parser.add_argument("--budget", default=None)
-    parser.add_argument("--keys", type=Path, default=None, help="the CURVE key folder, for tcp")
+    parser.add_argument("--keys", type=Path, default=None, help="the config folder with the CURVE keys (keys/), for tcp")
     parser.add_argument("--summarizer", default="configured", choices=["configured", "scripted"])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.name}[{os.getpid()}] %(levelname)s %(message)s")

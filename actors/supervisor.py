@@ -96,7 +96,7 @@ class NodeAgent(Actor):
             self.node.route(target, endpoint)
 
     def on_stats_request(self, msg: schema.StatsRequest, delivery) -> schema.StatsReply:
-        return schema.StatsReply(actors=[stats.as_dict() for stats in self.node.statistics()])
+        return schema.StatsReply(actors=[stats.to_dict() for stats in self.node.statistics()])
 
     def on_ping(self, msg: schema.Ping, delivery) -> schema.Pong:
         return schema.Pong(payload=msg.payload)
@@ -164,7 +164,7 @@ class Supervisor:
     def start(self, timeout: float = 60.0) -> "Supervisor":
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.placement.transport == "tcp":
-            self.keys = KeyStore(self.chat / "config" / "keys")
+            self.keys = KeyStore(self.chat / "config")  # keys in config/keys/, 0600
         self.node = Node("supervisor", bind=self._endpoint("supervisor"), keys=self.keys)
         self.node.start()
         self.node.host("supervisor", SupervisorActor, self)
@@ -213,7 +213,7 @@ class Supervisor:
             "--summarizer", self.placement.summarizer,
         ]
         if self.keys is not None:
-            command += ["--keys", str(self.keys.folder)]
+            command += ["--keys", str(self.chat / "config")]
         child.process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
 
     def registered(self, msg: schema.Register) -> schema.Directory:
@@ -274,7 +274,7 @@ class Supervisor:
     # -- statistics ---------------------------------------------------------------------
 
     def statistics(self) -> list[dict]:
-        rows = [stats.as_dict() for stats in self.node.statistics()]
+        rows = [stats.to_dict() for stats in self.node.statistics()]
         if self.placement.mode == "processes":
             for child in self.children.values():
                 if not child.registered.is_set() or child.gave_up:
@@ -300,16 +300,18 @@ class Supervisor:
         self._stopping.set()
         if self._monitor is not None:
             self._monitor.join(timeout=5)
+        # Workers first, the log writer last: everyone else saves through it.
         for child in reversed(list(self.children.values())):
-            if child.process is not None and child.process.poll() is None:
+            if child.process is None:
+                continue
+            if child.process.poll() is None:
                 child.process.terminate()
-        for child in self.children.values():
-            if child.process is not None:
-                try:
-                    child.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.process.kill()
-                    child.process.wait()
+            try:
+                child.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                log.error("%s: %s did not stop within 10 s; killing it", self, child.name)
+                child.process.kill()
+                child.process.wait()
         if self.node is not None:
             self.node.stop()
         try:
