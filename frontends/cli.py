@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     actor.add_argument("name", help="e.g. compactor.3")
     actor.add_argument("--join", required=True, metavar="ENDPOINT", help="the supervisor's endpoint (tcp://HOST:PORT)")
     actor.add_argument("--bind", default="tcp://127.0.0.1:0", help="this actor's own endpoint")
-    actor.add_argument("--keys", type=Path, default=None, help="the CURVE key folder shared with the chat")
+    actor.add_argument("--keys", type=Path, default=None, help="the config folder holding this actor's CURVE key (keys/NAME.key)")
     actor.add_argument("--summarizer", default="configured", choices=["configured", "scripted"],
                        help="a compactor's summarizer: the configured model, or the scripted stand-in")
     ops = commands.add_parser("ops", parents=[common], help="a live table of every actor's mailbox")
@@ -115,7 +115,7 @@ def _run_actors(args, data_dir: Path) -> int:
     if args.command == "actor":
         from everchat.actors.process import run_actor
 
-        keys = args.keys or data_dir / "config" / "keys"
+        keys = args.keys or data_dir / "config"
         try:
             return run_actor(args.name, data_dir, args.join, args.bind, None, keys, stop, args.summarizer)
         except KeyboardInterrupt:

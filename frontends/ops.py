@@ -40,7 +40,7 @@ def fetch_rows(chat: Path, timeout: float = 5.0) -> list[dict]:
         info = json.loads(info_path.read_text())
     except FileNotFoundError:
         raise NoSupervisor(f"no Everchat is running on {chat} (no {info_path})") from None
-    keys = KeyStore(chat / "config" / "keys") if info.get("transport") == "tcp" else None
+    keys = KeyStore(chat / "config") if info.get("transport") == "tcp" else None
     node = Node("ops", keys=keys)
     node.start()
     try:
