@@ -234,16 +234,7 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
     groups, keys_seen = KeyGroups(), 0
     msgs = index.messages
     locs = index.message_locs()
-    for ordinal, offset, line, terminated in main.lines_from((0, 0), stops[0]):
-        rel = main.rel(ordinal)
-        files.add(rel)
-        counts["bytes"] += len(line) + terminated
-        if not terminated:
-            counts["torn"] += 1
-            continue
-        if repairs and Repair(rel, offset, len(line)) in repairs:
-            counts["repaired"] += 1
-            continue
+    for rel, ordinal, offset, line in _whole_lines(main, stops[0], counts, files, repairs):
         i = counts["messages"]
         try:
             rec = parse_message(line)
@@ -269,16 +260,7 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
                             f"the index knows {msgs.count} messages, the log only "
                             f"{counts['messages']}")
     last_t = 0
-    for ordinal, offset, line, terminated in tree.lines_from((0, 0), stops[1]):
-        rel = tree.rel(ordinal)
-        files.add(rel)
-        counts["bytes"] += len(line) + terminated
-        if not terminated:
-            counts["torn"] += 1
-            continue
-        if repairs and Repair(rel, offset, len(line)) in repairs:
-            counts["repaired"] += 1
-            continue
+    for rel, ordinal, offset, line in _whole_lines(tree, stops[1], counts, files, repairs):
         rec = _tree_record(chat, tree, index, ordinal, offset, line, counts["messages"],
                            last_t, fill=False)
         if rec[0] == "node":
@@ -297,3 +279,19 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
                             f"only {counts['merges']}")
     counts["files"] = len(files)
     return counts
+
+
+def _whole_lines(log: DayLog, stop, counts: dict, files: set, repairs):
+    """The complete lines of one log up to `stop`, for `check`: counts every byte, skips
+    (and counts) a torn line and a torn span terminated under R2."""
+    for ordinal, offset, line, terminated in log.lines_from((0, 0), stop):
+        rel = log.rel(ordinal)
+        files.add(rel)
+        counts["bytes"] += len(line) + terminated
+        if not terminated:
+            counts["torn"] += 1
+            continue
+        if repairs and Repair(rel, offset, len(line)) in repairs:
+            counts["repaired"] += 1
+            continue
+        yield rel, ordinal, offset, line
