@@ -71,6 +71,7 @@ class Client:
         self.ever_up = False
         self.lost = 0            # connections dropped so far
         self.dirty = False       # tells sent since the peer last proved it read them
+        self.fresh = False       # handshake seen, no frame sent since: the pipe may still be attaching
         self._timeout = SLICE
 
     def __repr__(self) -> str:
@@ -82,7 +83,7 @@ class Client:
         while readable(monitor):
             event = recv_monitor_message(monitor)["event"]
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self.up = self.ever_up = True
+                self.up = self.ever_up = self.fresh = True
             elif event == zmq.EVENT_DISCONNECTED:
                 if self.up:
                     self.lost += 1
@@ -103,20 +104,23 @@ class Client:
         self.dirty = True
         try:
             _send(self.sock, frame, NOBLOCK)
+            self.fresh = False
             return True
         except zmq.Again:
             return self._send_slow(frame, policy, connect_until, room_until)
 
     def _send_slow(self, frame: bytes, policy: str, connect_until: float, room_until: float) -> bool:
         self.drain()
-        if not self.up:
-            if policy == DROP and self.ever_up:
-                return False
-            self._wait_up(connect_until)
+        if not self.up or self.fresh:
+            if not self.up:
+                if policy == DROP and self.ever_up:
+                    return False
+                self._wait_up(connect_until)
             # the pipe reaches the socket just after the handshake event: give it that moment
             if self.sock.poll(max(1, int((connect_until - _monotonic()) * 1000)), zmq.POLLOUT):
                 try:
                     _send(self.sock, frame, NOBLOCK)
+                    self.fresh = False
                     return True
                 except zmq.Again:
                     pass
