@@ -48,6 +48,10 @@ __all__ = [
     "StatsRequest", "StatsReply", "Ping", "Pong", "ErrorReply",
     "Logged", "CountMessages", "MessageCount", "NextJob", "NoJob", "PullWork", "Tick",
     "ActorRestarted", "CompactionFailed",
+    "UserInput", "InputLogged", "StopTurn", "TurnStatus", "TurnState", "SaveDraft", "PutAsset",
+    "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
+    "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
+    "Notice",
 ]
 
 BLOCK = "block"
@@ -805,3 +809,355 @@ class CompactionFailed(Message):
         l, i, reason, failures = fields(obj, 4, cls)
         return cls(int_(l, "CompactionFailed.l"), int_(i, "CompactionFailed.i"),
                    str_(reason, "CompactionFailed.reason"), int_(failures, "CompactionFailed.failures"))
+
+
+# ---- the turn runner, its front ends, drafts and assets (R35-R37) ----
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class UserInput(Message):
+    """Front end -> turn runner (ask -> InputLogged): the person's message m (R36). `images`
+    are asset digests (PutAsset first); `key` makes a resent ask idempotent."""
+    text: str
+    images: list[str]
+    key: str
+
+    def to_wire(self) -> list:
+        return [self.text, self.images, self.key]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> UserInput:
+        text, images, key = fields(obj, 3, cls)
+        return cls(str_(text, "UserInput.text"), strs(images, "UserInput.images"), str_(key, "UserInput.key"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class InputLogged(Message):
+    """Reply to UserInput once m is on disk: its ids, the turn it belongs to (the user
+    message id that opened the turn), and whether it joined a running turn."""
+    ids: list[int]
+    turn: int
+    joined: bool
+
+    def to_wire(self) -> list:
+        return [self.ids, self.turn, self.joined]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> InputLogged:
+        ids, turn, joined = fields(obj, 3, cls)
+        return cls(ints(ids, "InputLogged.ids"), int_(turn, "InputLogged.turn"), bool_(joined, "InputLogged.joined"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class StopTurn(Message):
+    """Front end -> turn runner (tell, or ask -> Ack): end the running call (R37, /stop)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> StopTurn:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class TurnStatus(Message):
+    """Ask the turn runner what it is doing (ask -> TurnState)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnStatus:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class TurnState(Message):
+    """Reply to TurnStatus: the running turn (-1: none), the reply model, and token usage
+    summed over this run (`input`, `output`, `cache_read`, `cache_write`, `calls`)."""
+    turn: int
+    model: str
+    usage: dict
+
+    def to_wire(self) -> list:
+        return [self.turn, self.model, self.usage]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnState:
+        turn, model, usage = fields(obj, 3, cls)
+        return cls(int_(turn, "TurnState.turn"), str_(model, "TurnState.model"), dict_(usage, "TurnState.usage"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class SaveDraft(Message):
+    """Turn runner -> log writer (ask -> Ack): the reply streamed so far, to be logged
+    under `key` (marked incomplete) if the process dies before the reply is (R37). A
+    `key` of None clears the draft."""
+    key: str | None
+    text: str
+    meta: dict | None
+
+    def to_wire(self) -> list:
+        return [self.key, self.text, self.meta]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SaveDraft:
+        key, text, meta = fields(obj, 3, cls)
+        return cls(opt_str(key, "SaveDraft.key"), str_(text, "SaveDraft.text"), opt_dict(meta, "SaveDraft.meta"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class PutAsset(Message):
+    """Store an image under assets/<sha256> (R9) (ask -> AssetPut)."""
+    data: bytes
+
+    def to_wire(self) -> list:
+        return [self.data]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> PutAsset:
+        (data,) = fields(obj, 1, cls)
+        return cls(bytes_(data, "PutAsset.data"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class AssetPut(Message):
+    """Reply to PutAsset: the image's digest."""
+    digest: str
+
+    def to_wire(self) -> list:
+        return [self.digest]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> AssetPut:
+        (digest,) = fields(obj, 1, cls)
+        return cls(str_(digest, "AssetPut.digest"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class ReadAsset(Message):
+    """Read a stored image (ask -> AssetData)."""
+    digest: str
+
+    def to_wire(self) -> list:
+        return [self.digest]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ReadAsset:
+        (digest,) = fields(obj, 1, cls)
+        return cls(str_(digest, "ReadAsset.digest"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class AssetData(Message):
+    """Reply to ReadAsset: the image's bytes."""
+    data: bytes
+
+    def to_wire(self) -> list:
+        return [self.data]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> AssetData:
+        (data,) = fields(obj, 1, cls)
+        return cls(bytes_(data, "AssetData.data"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class PlannerStatus(Message):
+    """Ask the planner for its figures and the view as it stands (ask -> PlannerState).
+    Unlike SettleView it never waits and never changes what compactions start."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> PlannerStatus:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class PlannerState(Message):
+    """Reply to PlannerStatus: `Planning.status()` and the rendered view (R14, R15)."""
+    status: dict
+    view: str
+
+    def to_wire(self) -> list:
+        return [self.status, self.view]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> PlannerState:
+        status, view = fields(obj, 2, cls)
+        return cls(dict_(status, "PlannerState.status"), str_(view, "PlannerState.view"))
+
+
+# Turn events: published by the turn runner on topic "turn"; `turn` is the id of the
+# user message that opened the turn. Events are hints (DROP): what matters is in the log.
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnStarted(Message):
+    """Event: a fresh call for message `turn` is about to go out (R36)."""
+    turn: int
+
+    def to_wire(self) -> list:
+        return [self.turn]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnStarted:
+        (turn,) = fields(obj, 1, cls)
+        return cls(int_(turn, "TurnStarted.turn"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnText(Message):
+    """Event: a piece of the reply as it streams."""
+    turn: int
+    text: str
+
+    def to_wire(self) -> list:
+        return [self.turn, self.text]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnText:
+        turn, text = fields(obj, 2, cls)
+        return cls(int_(turn, "TurnText.turn"), str_(text, "TurnText.text"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnThinking(Message):
+    """Event: a piece of the model's thinking; shown, never logged (R6, R37)."""
+    turn: int
+    text: str
+
+    def to_wire(self) -> list:
+        return [self.turn, self.text]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnThinking:
+        turn, text = fields(obj, 2, cls)
+        return cls(int_(turn, "TurnThinking.turn"), str_(text, "TurnThinking.text"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnThinkingDone(Message):
+    """Event: a stretch of thinking ended."""
+    turn: int
+
+    def to_wire(self) -> list:
+        return [self.turn]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnThinkingDone:
+        (turn,) = fields(obj, 1, cls)
+        return cls(int_(turn, "TurnThinkingDone.turn"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnToolCall(Message):
+    """Event: the model called a tool (logged as `tool` before it runs, R37)."""
+    turn: int
+    call_id: str
+    name: str
+    arguments_json: str
+
+    def to_wire(self) -> list:
+        return [self.turn, self.call_id, self.name, self.arguments_json]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnToolCall:
+        turn, call_id, name, arguments = fields(obj, 4, cls)
+        return cls(int_(turn, "TurnToolCall.turn"), str_(call_id, "TurnToolCall.call_id"),
+                   str_(name, "TurnToolCall.name"), str_(arguments, "TurnToolCall.arguments_json"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnToolResult(Message):
+    """Event: a tool's result (logged as `echo`, R37); `preview` is its first 200 characters."""
+    turn: int
+    call_id: str
+    name: str
+    is_error: bool
+    preview: str
+
+    def to_wire(self) -> list:
+        return [self.turn, self.call_id, self.name, self.is_error, self.preview]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnToolResult:
+        turn, call_id, name, is_error, preview = fields(obj, 5, cls)
+        return cls(int_(turn, "TurnToolResult.turn"), str_(call_id, "TurnToolResult.call_id"),
+                   str_(name, "TurnToolResult.name"), bool_(is_error, "TurnToolResult.is_error"),
+                   str_(preview, "TurnToolResult.preview"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnJoined(Message):
+    """Event: message `message`, typed while turn `turn` ran, was handed to its call (R36)."""
+    turn: int
+    message: int
+
+    def to_wire(self) -> list:
+        return [self.turn, self.message]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnJoined:
+        turn, message = fields(obj, 2, cls)
+        return cls(int_(turn, "TurnJoined.turn"), int_(message, "TurnJoined.message"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class TurnEnded(Message):
+    """Event: the turn is over. `reason`: "done", "stopped", "error" or "round_limit";
+    `incomplete`: a reply was cut short (logged so, R37); `detail`: words for the person."""
+    turn: int
+    reason: str
+    incomplete: bool
+    detail: str
+
+    def to_wire(self) -> list:
+        return [self.turn, self.reason, self.incomplete, self.detail]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> TurnEnded:
+        turn, reason, incomplete, detail = fields(obj, 4, cls)
+        return cls(int_(turn, "TurnEnded.turn"), str_(reason, "TurnEnded.reason"),
+                   bool_(incomplete, "TurnEnded.incomplete"), str_(detail, "TurnEnded.detail"))
+
+
+@_message(DROP)
+@dataclass(frozen=True, slots=True)
+class Notice(Message):
+    """Event: something the person should hear about (`level`: "info", "warning",
+    "error"), e.g. a turn that stopped waiting for its view, a failed compaction (R30)."""
+    level: str
+    text: str
+
+    def to_wire(self) -> list:
+        return [self.level, self.text]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Notice:
+        level, text = fields(obj, 2, cls)
+        return cls(str_(level, "Notice.level"), str_(text, "Notice.text"))
