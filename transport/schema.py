@@ -51,7 +51,7 @@ __all__ = [
     "UserInput", "InputLogged", "StopTurn", "TurnStatus", "TurnState", "SaveDraft", "PutAsset",
     "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
     "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
-    "Notice",
+    "Notice", "ResponseStarted", "WaitBacklog",
 ]
 
 BLOCK = "block"
@@ -416,21 +416,24 @@ class MessageLogged(Message):
 @_message(BLOCK)
 @dataclass(frozen=True, slots=True)
 class BuildJob(Message):
-    """Planner -> compactor (tell): build node (l, i) from `input` with `context` before it."""
+    """Planner -> compactor (tell): build node (l, i) from `input` with `context` before it.
+    `mark`: whole context blocks before the view's cache mark, set by R23's prefix gate
+    (-1: the last whole block, R23's default)."""
     l: int   # noqa: E741 (SPEC's name for a level)
     i: int
     context: list[str]
     input: list[str]
     attempt: int
+    mark: int = -1
 
     def to_wire(self) -> list:
-        return [self.l, self.i, self.context, self.input, self.attempt]
+        return [self.l, self.i, self.context, self.input, self.attempt, self.mark]
 
     @classmethod
     def from_wire(cls, obj: Any) -> BuildJob:
-        l, i, context, input_, attempt = fields(obj, 5, cls)  # noqa: E741
+        l, i, context, input_, attempt, mark = fields(obj, 6, cls)  # noqa: E741
         return cls(int_(l, "BuildJob.l"), int_(i, "BuildJob.i"), strs(context, "BuildJob.context"),
-                   strs(input_, "BuildJob.input"), int_(attempt, "BuildJob.attempt"))
+                   strs(input_, "BuildJob.input"), int_(attempt, "BuildJob.attempt"), int_(mark, "BuildJob.mark"))
 
 
 @_message(BLOCK)
@@ -1161,3 +1164,40 @@ class Notice(Message):
     def from_wire(cls, obj: Any) -> Notice:
         level, text = fields(obj, 2, cls)
         return cls(str_(level, "Notice.level"), str_(text, "Notice.text"))
+
+
+# ---- R23's prefix gate and bulk imports (issue 4) ----
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class ResponseStarted(Message):
+    """Compactor -> planner (tell): the first call of job (l, i) got its first event, so
+    the cache prefix it wrote can be read now (R23: one writer per new prefix)."""
+    l: int   # noqa: E741
+    i: int
+    worker: str
+
+    def to_wire(self) -> list:
+        return [self.l, self.i, self.worker]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ResponseStarted:
+        l, i, worker = fields(obj, 3, cls)  # noqa: E741
+        return cls(int_(l, "ResponseStarted.l"), int_(i, "ResponseStarted.i"), str_(worker, "ResponseStarted.worker"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class WaitBacklog(Message):
+    """Ask the planner (-> Idle) to answer once at most `at_most` compactions are ready
+    but not yet handed to a worker: a bulk import's flow control, so the pool keeps
+    up and compaction contexts stay small (R27, R31)."""
+    at_most: int
+
+    def to_wire(self) -> list:
+        return [self.at_most]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> WaitBacklog:
+        (at_most,) = fields(obj, 1, cls)
+        return cls(int_(at_most, "WaitBacklog.at_most"))
