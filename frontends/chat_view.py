@@ -1,0 +1,419 @@
+"""The terminal chat's pure core: slash commands, the transcript, the status bar.
+
+Nothing here touches a terminal or a socket. `parse` turns a typed line into a
+`Send`, a `Command` or a `UsageError` (a wrong command sends nothing).
+`Transcript` turns a turn's events (R36, R37) into lines: lines that are finished
+go to the terminal's scrollback (`take`), the rest stays in a live block above
+the input (`live`) — the thinking streams dimmed there and folds into one line
+when done (it is shown, never logged: R6, R48). `status_text` writes the status
+bar, e.g. ``mem 97K/128K · summarizing 3 · demo · cache 98%``.
+
+A line is a tuple of prompt_toolkit-style `(style, text)` fragments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "Line",
+    "Send",
+    "Spec",
+    "Transcript",
+    "UsageError",
+    "help_lines",
+    "parse",
+    "plain",
+    "short_size",
+    "status_text",
+    "tool_line",
+]
+
+Line = tuple[tuple[str, str], ...]
+
+
+def plain(line: Line) -> str:
+    """A line's text without its styles."""
+    return "".join(text for _, text in line)
+
+
+# ---- slash commands -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    """Text for the chat (R36): a new turn, or input joining the running one."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Command:
+    """A slash command with its parsed arguments."""
+
+    name: str
+    args: tuple = ()
+
+
+@dataclass(frozen=True)
+class UsageError:
+    """A command typed wrong: `text` says what and shows the usage. Nothing is sent."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    usage: str
+    help: str
+    read: Callable[[str], tuple] = field(repr=False)
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _none(rest: str) -> tuple:
+    if rest:
+        raise _Bad("takes no arguments")
+    return ()
+
+
+def _text(what: str) -> Callable[[str], tuple]:
+    def read(rest: str) -> tuple:
+        if not rest:
+            raise _Bad(f"needs {what}")
+        return (rest,)
+
+    return read
+
+
+def _whole(word: str, what: str, low: int) -> int:
+    try:
+        number = int(word, 10)
+    except ValueError:
+        raise _Bad(f"{what} is a whole number, not {word!r}") from None
+    if number < low:
+        raise _Bad(f"{what} is at least {low}, not {number}")
+    return number
+
+
+def _zoom(rest: str) -> tuple:
+    words = rest.split()
+    if not 1 <= len(words) <= 3:
+        raise _Bad("needs an id, then optionally n and a page")
+    first: int | str
+    if words[0][:1].isalpha():
+        if len(words) > 2:
+            raise _Bad("an agent's name takes only a page")
+        first = words[0]  # R35: zoom("Name"), an agent's transcript
+        page = _whole(words[1], "the page", 1) if len(words) > 1 else 1
+        return (first, 1, page)
+    first = _whole(words[0], "the id", 0)
+    n = _whole(words[1], "n", 1) if len(words) > 1 else 1
+    page = _whole(words[2], "the page", 1) if len(words) > 2 else 1
+    return (first, n, page)
+
+
+def _date(rest: str) -> tuple:
+    words = rest.split()
+    if len(words) != 1:
+        raise _Bad("needs one message id")
+    return (_whole(words[0], "the id", 0),)
+
+
+def _help(rest: str) -> tuple:
+    words = rest.split()
+    if len(words) > 1:
+        raise _Bad("takes at most one command name")
+    return tuple(word.lstrip("/") for word in words)
+
+
+COMMANDS: dict[str, Spec] = {
+    spec.name: spec
+    for spec in (
+        Spec("help", "/help [COMMAND]", "these commands", _help),
+        Spec("memory", "/memory", "the memory's status and the view the next turn starts from", _none),
+        Spec("zoom", "/zoom ID [N] [PAGE]", "a line's two halves (N ≥ 2), or message ID whole (N = 1); "
+                                             "/zoom NAME [PAGE] for an agent", _zoom),
+        Spec("date", "/date ID", "the date and time of message ID", _date),
+        Spec("note", "/note TEXT", "log TEXT as a note (a memory from before the chat)", _text("the note's text")),
+        Spec("attach", "/attach PATH", "attach an image (PNG, JPEG, GIF, WebP) to your next message",
+             _text("an image's path")),
+        Spec("compact", "/compact", "wait until every pending summary is built", _none),
+        Spec("stop", "/stop", "end the running reply (kept, marked incomplete); also Ctrl-C", _none),
+        Spec("status", "/status", "messages, memory, summaries, model and cache", _none),
+        Spec("quit", "/quit", "leave (also Ctrl-D on an empty line, or Ctrl-C twice)", _none),
+    )
+}
+
+
+def parse(line: str) -> Send | Command | UsageError | None:
+    """What a typed line asks for. None for a blank line.
+
+    `/name args` is a command; `//text` sends `/text`; anything else is sent as typed.
+    """
+    if not line.strip():
+        return None
+    if line.startswith("//"):
+        return Send(line[1:])
+    if not line.startswith("/"):
+        return Send(line)
+    head, _, rest = line[1:].partition(" ")
+    spec = COMMANDS.get(head.strip())
+    if spec is None:
+        return UsageError(f"unknown command /{head.strip()} — /help lists the commands; "
+                          f"//text sends text that starts with a slash")
+    try:
+        return Command(spec.name, spec.read(rest.strip()))
+    except _Bad as error:
+        return UsageError(f"/{spec.name} {error}. usage: {spec.usage}")
+
+
+def help_lines(name: str | None = None) -> list[str]:
+    """/help: every command with its usage, or one command's."""
+    if name is not None:
+        spec = COMMANDS.get(name)
+        if spec is None:
+            return [f"no command /{name}"]
+        return [f"{spec.usage}  {spec.help}"]
+    width = max(len(spec.usage) for spec in COMMANDS.values())
+    lines = [f"{spec.usage.ljust(width)}  {spec.help}" for spec in COMMANDS.values()]
+    lines.append("//TEXT".ljust(width) + "  send TEXT starting with a slash")
+    lines.append("Enter sends; Esc Enter adds a line. What you type while a reply runs joins that turn.")
+    return lines
+
+
+# ---- the status bar ---------------------------------------------------------------------------
+
+
+def short_size(size: int | None) -> str:
+    """Bytes for the status bar: 812B, 9.7K, 97K, 1.2M (K = 1,000, as the view's budget)."""
+    if size is None:
+        return "?"
+    if size < 1000:
+        return f"{size}B"
+    if size < 10_000:
+        return f"{size / 1000:.1f}K"
+    if size < 1_000_000:
+        return f"{size // 1000}K"
+    return f"{size / 1_000_000:.1f}M"
+
+
+def status_text(status: Mapping[str, Any], extra: tuple[str, ...] = ()) -> str:
+    """`mem 97K/128K · summarizing 3 · demo · cache 98%`, plus the terminal's own `extra`.
+
+    `status` is `ChatSession.status()`: view_bytes and view_budget (R16, R19's
+    ceiling), pending summaries, failed compactions (R30: never silent), the reply
+    model, the share of prompt tokens read from the cache.
+    """
+    parts = []
+    if status:
+        parts.append(f"mem {short_size(status.get('view_bytes'))}/{short_size(status.get('view_budget'))}")
+        pending = status.get("pending") or 0
+        if not isinstance(pending, int):
+            pending = len(pending)
+        if pending:
+            parts.append(f"summarizing {pending}")
+        failures = status.get("failures") or 0
+        if not isinstance(failures, int):
+            failures = len(failures)
+        if failures:
+            parts.append(f"{failures} failed")
+        if status.get("model"):
+            parts.append(str(status["model"]))
+        share = status.get("cache_share")
+        if share is not None:
+            parts.append(f"cache {round(100 * share)}%")
+    parts.extend(extra)
+    return " · ".join(parts)
+
+
+# ---- the transcript ---------------------------------------------------------------------------
+
+
+def tool_line(name: str, arguments_json: str) -> str:
+    """One tool call on one line: `zoom(id=40, n=8)`."""
+    try:
+        arguments = json.loads(arguments_json) if arguments_json else {}
+    except ValueError:
+        return f"{name}({arguments_json})"
+    if isinstance(arguments, dict):
+        inner = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items())
+    else:
+        inner = json.dumps(arguments, ensure_ascii=False)
+    return f"{name}({inner})"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def _rows(text: str, width: int) -> list[str]:
+    """`text` as the terminal shows it: split at newlines, wrapped at `width` characters."""
+    rows = []
+    for line in text.split("\n"):
+        rows.extend(line[at:at + width] for at in range(0, max(len(line), 1), width))
+    return rows
+
+
+@dataclass
+class _Tool:
+    name: str
+    call: str
+
+
+class Transcript:
+    """The chat as the terminal shows it, built from turn events (R36, R37).
+
+    Finished lines queue up for the scrollback (`take`); what is still being
+    written is the live block (`live`). One turn runs at a time; input that
+    joins it (R36) shows as a user line in the middle of its reply.
+    """
+
+    def __init__(self, width: int = 80) -> None:
+        self.width = width
+        self.turn: int | None = None
+        self.running = False
+        self._out: list[Line] = []
+        self._thinking = ""
+        self._text = ""  # the reply's unfinished last line
+        self._tools: dict[str, _Tool] = {}
+
+    # -- what the terminal reads ------------------------------------------------------------
+
+    def take(self) -> list[Line]:
+        """Lines finished since the last call, for the scrollback, oldest first."""
+        out, self._out = self._out, []
+        return out
+
+    def live(self, rows: int = 8) -> list[Line]:
+        """What is still being written: the thinking (dimmed, its last rows), tool calls
+        waiting for their result, the reply's unfinished line."""
+        lines: list[Line] = []
+        if self._thinking:
+            lines.extend((("class:thinking", row),) for row in _rows(self._thinking, self.width)[-rows:])
+        for tool in self._tools.values():
+            lines.append((("class:tool", _fit(f"⚙ {tool.call} …", self.width)),))
+        if self._text:
+            lines.extend((("class:reply", row),) for row in _rows(self._text, self.width)[-rows:])
+        return lines
+
+    # -- what the terminal writes -------------------------------------------------------------
+
+    def user(self, text: str, images: tuple[str, ...] = ()) -> None:
+        """The person's message, as sent (it joins the running turn if there is one)."""
+        self._flush_text()  # a joining message never splits a reply's line
+        for at, row in enumerate(text.split("\n")):
+            self._out.append((("class:user.prompt", "› " if at == 0 else "  "), ("class:user", row)))
+        for image in images:
+            self._out.append((("class:info", f"  [image {image}]"),))
+
+    def info(self, text: str, style: str = "class:info") -> None:
+        for row in text.split("\n"):
+            self._out.append(((style, row),))
+
+    def error(self, text: str) -> None:
+        self.info(text, "class:error")
+
+    # -- events ------------------------------------------------------------------------------
+
+    def on_event(self, event: Any) -> None:
+        """Apply one turn event (the msgpack types the turn runner publishes)."""
+        handler = getattr(self, "_on_" + type(event).__name__, None)
+        if handler is None:
+            raise TypeError(f"the transcript has no use for {type(event).__name__}")
+        handler(event)
+
+    def _begin(self, turn: int) -> None:
+        if not self.running or self.turn != turn:
+            self.turn, self.running = turn, True
+
+    def _on_TurnStarted(self, event) -> None:
+        self._finish_live()
+        self.turn, self.running = event.turn, True
+
+    def _on_TurnThinking(self, event) -> None:
+        self._begin(event.turn)
+        self._thinking += event.text
+
+    def _on_TurnThinkingDone(self, event) -> None:
+        self._begin(event.turn)
+        self._fold_thinking()
+
+    def _on_TurnText(self, event) -> None:
+        self._begin(event.turn)
+        self._fold_thinking()
+        self._text += event.text
+        *done, self._text = self._text.split("\n")
+        for row in done:
+            self._out.append((("class:reply", row),))
+
+    def _on_TurnToolCall(self, event) -> None:
+        self._begin(event.turn)
+        self._fold_thinking()
+        self._flush_text()
+        self._tools[event.call_id] = _Tool(event.name, tool_line(event.name, event.arguments_json))
+
+    def _on_TurnToolResult(self, event) -> None:
+        self._begin(event.turn)
+        tool = self._tools.pop(event.call_id, None)
+        call = tool.call if tool else f"{event.name}(…)"
+        preview = _one_line(event.preview)
+        if event.is_error:
+            self._out.append((("class:tool.error", _fit(f"✗ {call} → {preview}", self.width)),))
+        else:
+            self._out.append((("class:tool", _fit(f"⚙ {call} → {preview}", self.width)),))
+
+    def _on_TurnJoined(self, event) -> None:
+        self._begin(event.turn)
+        self.info(f"↳ message {event.message} joined the reply in progress")
+
+    def _on_TurnEnded(self, event) -> None:
+        self._finish_live()
+        self.running = False
+        detail = f": {event.detail}" if event.detail else ""
+        if event.reason == "stopped":
+            self.info("⏹ stopped — the reply so far is kept, marked incomplete", "class:warning")
+        elif event.reason == "error":
+            kept = " (the reply so far is kept, marked incomplete)" if event.incomplete else ""
+            self.info(f"✗ the reply failed{detail}{kept}", "class:error")
+        elif event.reason == "round_limit":
+            self.info(f"⏹ the turn reached its limit of tool rounds{detail}", "class:warning")
+        elif event.incomplete:
+            self.info(f"(the reply is incomplete{detail})", "class:warning")
+
+    def _on_Notice(self, event) -> None:
+        style = {"error": "class:error", "warning": "class:warning"}.get(event.level, "class:info")
+        self.info(f"! {event.text}", style)
+
+    # -- folding ---------------------------------------------------------------------------------
+
+    def _fold_thinking(self) -> None:
+        """The thinking shrinks to one dim line once the model is done with it."""
+        if self._thinking:
+            words = len(self._thinking.split())
+            self._out.append((("class:thinking", f"▸ thought for {words} word{'s' if words != 1 else ''}"),))
+            self._thinking = ""
+
+    def _flush_text(self) -> None:
+        if self._text:
+            self._out.append((("class:reply", self._text),))
+            self._text = ""
+
+    def _finish_live(self) -> None:
+        self._fold_thinking()
+        self._flush_text()
+        for tool in self._tools.values():
+            self._out.append((("class:tool", _fit(f"⚙ {tool.call} (no result)", self.width)),))
+        self._tools.clear()

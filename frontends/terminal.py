@@ -1,0 +1,478 @@
+"""`everchat` / `everchat chat`: the terminal chat (prompt_toolkit).
+
+Finished lines scroll up into the terminal's own scrollback; below them a live
+block shows what is still being written (the thinking dimmed, tool calls waiting
+for their result, the reply's unfinished line), then the input line, then the
+status bar (`mem 97K/128K · summarizing 3 · demo · cache 98%`). The input stays
+usable while the model works: what you send then joins the running turn (R36).
+Ctrl-C once stops the reply (kept, marked incomplete: R37); Ctrl-C twice, Ctrl-D
+on an empty line or /quit leaves.
+
+The terminal is a thin shell: `chat_view` parses the commands and turns the turn
+events into lines; every call on the `ChatSession` runs off the event loop, in
+order of typing, so a slow one never freezes the input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit.application import Application, run_in_terminal
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.completion import Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
+from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
+from prompt_toolkit.layout.menus import CompletionsMenu
+from prompt_toolkit.layout.processors import BeforeInput
+from prompt_toolkit.styles import Style
+
+from everchat.frontends.chat_view import (
+    COMMANDS,
+    Command,
+    Line,
+    Send,
+    Transcript,
+    UsageError,
+    help_lines,
+    parse,
+    plain,
+    status_text,
+)
+
+__all__ = ["Terminal", "run"]
+
+HISTORY_SHOWN = 6
+"""Messages shown from the log when the chat opens, so a reopened chat reads on."""
+
+STATUS_EVERY = 0.5
+"""Seconds between status bar refreshes."""
+
+COMPACT_WAIT = 0.5
+"""/compact waits in steps this long, leaving the session to other calls between them."""
+
+STYLE = Style.from_dict({
+    "thinking": "#8a8a8a italic",
+    "tool": "#5f87af",
+    "tool.error": "#d75f5f",
+    "user": "bold",
+    "user.prompt": "bold #5fafff",
+    "reply": "",
+    "info": "#8a8a8a",
+    "warning": "#d7af00",
+    "error": "#ff5f5f",
+    "status": "reverse",
+    "prompt": "bold #5fafff",
+})
+
+
+class _Commands(Completer):
+    """Completes command names after `/`, command names after `/help`, paths after `/attach`."""
+
+    def __init__(self) -> None:
+        self._paths = PathCompleter(expanduser=True)
+
+    def get_completions(self, document: Document, complete_event) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or text.startswith("//"):
+            return
+        if " " not in text:
+            for name, spec in COMMANDS.items():
+                if name.startswith(text[1:]):
+                    yield Completion("/" + name, start_position=-len(text), display_meta=spec.help)
+            return
+        head, _, rest = text.partition(" ")
+        if head == "/attach":
+            yield from self._paths.get_completions(Document(rest, len(rest)), complete_event)
+        elif head == "/help" and " " not in rest:
+            for name in COMMANDS:
+                if name.startswith(rest):
+                    yield Completion(name, start_position=-len(rest))
+
+
+class Terminal:
+    """The chat in a terminal, on an open session (anything with ChatSession's methods).
+
+    `input` and `output` default to the terminal; tests pass a pipe input and a
+    recording output. `printed` holds every line sent to the scrollback, as text.
+    """
+
+    def __init__(self, session, *, input=None, output=None, title: str = "") -> None:
+        self.session = session
+        self.transcript = Transcript()
+        self.printed: list[str] = []
+        self.status: dict[str, Any] = {}
+        self.title = title
+        self._changed = threading.Condition()
+        self._attachments: list[Path] = []
+        self._armed = False       # Ctrl-C pressed once: the next one quits
+        self._sending = 0         # sends not yet logged (a fresh turn settles its view first)
+        self._session_lock = threading.Lock()  # one session call at a time, but `stop`
+        self._closing = threading.Event()
+        self._typed: asyncio.Queue = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.buffer = Buffer(
+            multiline=False,
+            completer=_Commands(),
+            complete_while_typing=True,
+            history=InMemoryHistory(),
+            accept_handler=self._accept,
+            on_text_changed=lambda _: self._disarm(),
+        )
+        self.app: Application[int] = Application(
+            layout=self._layout(),
+            key_bindings=self._keys(),
+            style=STYLE,
+            full_screen=False,
+            input=input,
+            output=output,
+            erase_when_done=False,
+        )
+
+    # ---- running -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until /quit, Ctrl-D or Ctrl-C twice; returns the exit status."""
+        return asyncio.run(self.run_async())
+
+    async def run_async(self) -> int:
+        self._loop = asyncio.get_running_loop()
+        self._opening()
+        pump = threading.Thread(target=self._pump, name="terminal-events", daemon=True)
+        pump.start()
+        try:
+            return await self.app.run_async(pre_run=self._started, handle_sigint=False)
+        finally:
+            self._closing.set()
+            await asyncio.to_thread(pump.join)
+            self._notify()
+
+    def _started(self) -> None:
+        self.app.create_background_task(self._poll_status())
+        self.app.create_background_task(self._work())
+        self._emit()
+
+    def _pump(self) -> None:
+        """The event thread: the session's turn events onto the loop, in order."""
+        while not self._closing.is_set():
+            event = self.session.next_event(timeout=0.2)
+            if event is not None and self._loop is not None and not self._closing.is_set():
+                self._loop.call_soon_threadsafe(self._on_event, event)
+
+    async def _poll_status(self) -> None:
+        while True:
+            await self._refresh_status()
+            await asyncio.sleep(STATUS_EVERY)
+
+    async def _refresh_status(self) -> None:
+        try:
+            self.status = await self._ask(self.session.status)
+        except Exception as error:  # shown in the bar; the chat goes on
+            self.status = {"error": f"status unavailable: {error}"}
+        self.app.invalidate()
+        self._notify()
+
+    def wait_until(self, condition: Callable[["Terminal"], bool], timeout: float = 10.0) -> bool:
+        """Block (another thread) until `condition(self)` holds; False on timeout. For tests."""
+        with self._changed:
+            return self._changed.wait_for(lambda: condition(self), timeout)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    # ---- the screen ----------------------------------------------------------------------
+
+    def _layout(self) -> Layout:
+        live = Window(FormattedTextControl(self._live_text), wrap_lines=True, dont_extend_height=True)
+        prompt = BeforeInput(lambda: [("class:prompt", "… " if self.busy else "› ")])
+        entry = Window(BufferControl(self.buffer, input_processors=[prompt]), dont_extend_height=True,
+                       wrap_lines=True)
+        bar = Window(FormattedTextControl(lambda: [("class:status", " " + self.status_bar() + " ")]),
+                     height=1, style="class:status")
+        return Layout(HSplit([
+            ConditionalContainer(live, filter=Condition(lambda: bool(self.transcript.live()))),
+            entry,
+            CompletionsMenu(max_height=8, scroll_offset=1),
+            bar,
+        ]), focused_element=entry)
+
+    def _live_text(self) -> FormattedText:
+        rows = max(3, self.app.output.get_size().rows - 6)
+        fragments: list[tuple[str, str]] = []
+        for at, line in enumerate(self.transcript.live(rows)):
+            if at:
+                fragments.append(("", "\n"))
+            fragments.extend(line)
+        return FormattedText(fragments)
+
+    @property
+    def busy(self) -> bool:
+        """A reply is running, or a sent message waits for its turn to start."""
+        return self.transcript.running or self._sending > 0
+
+    async def _ask(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A session call in a worker thread: the loop stays free, and the session sees one
+        caller at a time (its rule; only `stop` may come from anywhere)."""
+
+        def locked() -> Any:
+            with self._session_lock:
+                return call(*args)
+
+        return await asyncio.to_thread(locked)
+
+    def status_bar(self) -> str:
+        extra = []
+        if self.status.get("error"):
+            extra.append(self.status["error"])
+        if self.transcript.running:
+            extra.append("replying")
+        elif self.busy:
+            extra.append("waiting for the memory")
+        if self._attachments:
+            count = len(self._attachments)
+            extra.append(f"{count} image{'s' if count > 1 else ''} attached")
+        if self._armed:
+            extra.append("Ctrl-C again to quit")
+        return status_text({k: v for k, v in self.status.items() if k != "error"}, tuple(extra))
+
+    def _emit(self) -> None:
+        """Send the transcript's finished lines to the scrollback, above the app."""
+        size = self.app.output.get_size()
+        self.transcript.width = max(20, size.columns)
+        lines = self.transcript.take()
+        if lines:
+            self.printed.extend(plain(line) for line in lines)
+            fragments: list[tuple[str, str]] = []
+            for line in lines:
+                fragments.extend(line)
+                fragments.append(("", "\n"))
+            run_in_terminal(lambda: self.app.print_text(FormattedText(fragments), style=STYLE))
+        self.app.invalidate()
+        self._notify()
+
+    def _opening(self) -> None:
+        """The title and the last messages of the log, so a reopened chat reads on."""
+        try:
+            status = self.session.status()
+            count = status.get("messages", 0)
+            self.status = status
+            if self.title:
+                self.transcript.info(self.title)
+            self.transcript.info(f"{count} message{'s' if count != 1 else ''} so far · /help lists the commands")
+            for message in range(max(0, count - HISTORY_SHOWN), count):
+                self._show_logged(message, self.session.zoom(message, 1))
+        except Exception as error:  # an unreadable history must not keep the chat closed
+            self.transcript.error(f"could not show the last messages: {error}")
+
+    def _show_logged(self, message: int, text: str) -> None:
+        kind, _, body = text.partition(": ")
+        rows = body.split("\n")
+        more = f" … (/zoom {message} for all)" if len(rows) > 4 else ""
+        head = rows[:4]
+        if kind == "user":
+            self.transcript.user("\n".join(head) + more)
+        elif kind == "everchat":
+            self.transcript.info("\n".join(head) + more, "class:reply")
+        elif kind == "tool":
+            self.transcript.info("⚙ " + " ".join(body.split())[:200], "class:tool")
+        elif kind == "echo":
+            return
+        else:
+            self.transcript.info(f"{kind}: " + "\n".join(head) + more)
+
+    # ---- keys ------------------------------------------------------------------------------
+
+    def _keys(self) -> KeyBindings:
+        keys = KeyBindings()
+        empty = Condition(lambda: not self.buffer.text)
+
+        @keys.add("c-c")
+        def _(event) -> None:
+            if self._armed:
+                event.app.exit(result=0)
+                return
+            self._stop()
+            self.buffer.reset()
+            self._armed = True  # after reset: clearing the text disarms
+            self.app.invalidate()
+
+        @keys.add("c-d", filter=empty)
+        def _(event) -> None:
+            event.app.exit(result=0)
+
+        @keys.add("escape", "enter")
+        def _(event) -> None:
+            self.buffer.insert_text("\n")
+
+        return keys
+
+    def _disarm(self) -> None:
+        self._armed = False
+
+    # ---- input -----------------------------------------------------------------------------
+
+    def _accept(self, buffer: Buffer) -> bool:
+        self.submit(buffer.text)
+        return False
+
+    def submit(self, text: str) -> None:
+        """Act on one typed line (on the loop). /stop acts at once; everything else
+        takes its turn after what was typed before, so answers print in typing order."""
+        self._armed = False
+        parsed = parse(text)
+        if parsed is None:
+            return
+        if parsed == Command("stop"):
+            self._cmd_stop()
+        else:
+            self._typed.put_nowait(parsed)
+
+    async def _work(self) -> None:
+        """One typed line after another: each waits for its session call to return."""
+        while True:
+            parsed = await self._typed.get()
+            try:
+                if isinstance(parsed, UsageError):
+                    self.transcript.error(parsed.text)
+                elif isinstance(parsed, Send):
+                    await self._send(parsed.text)
+                else:
+                    await getattr(self, "_cmd_" + parsed.name)(*parsed.args)
+            except Exception as error:  # the edge: an error becomes a line for the person
+                self.transcript.error(_words(error))
+            self._emit()
+
+    async def _send(self, text: str) -> None:
+        images, self._attachments = tuple(self._attachments), []
+        self.transcript.user(text, tuple(image.name for image in images))
+        self._emit()
+        self._sending += 1
+        try:
+            await self._ask(self.session.send, text, images)
+        except Exception as error:
+            self._attachments[:0] = images  # still there for the next try
+            self.transcript.error(f"not sent: {_words(error)}")
+        finally:
+            self._sending -= 1
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def _on_event(self, event: Any) -> None:
+        try:
+            self.transcript.on_event(event)
+        except TypeError as error:
+            self.transcript.error(str(error))
+        if type(event).__name__ == "TurnEnded":
+            self.app.create_background_task(self._refresh_status())
+        self._emit()
+
+    # ---- commands --------------------------------------------------------------------------
+
+    async def _cmd_help(self, name: str | None = None) -> None:
+        for line in help_lines(name):
+            self.transcript.info(line)
+
+    async def _cmd_quit(self) -> None:
+        self.app.exit(result=0)
+
+    def _cmd_stop(self) -> None:
+        if not self.busy:
+            self.transcript.info("nothing to stop")
+            self._emit()
+        self._stop()  # a turn about to start is stopped too; with none, stop does nothing
+
+    def _stop(self) -> None:
+        async def stop() -> None:
+            try:
+                await asyncio.to_thread(self.session.stop)
+            except Exception as error:
+                self.transcript.error(f"could not stop: {_words(error)}")
+                self._emit()
+
+        self.app.create_background_task(stop())
+
+    async def _cmd_status(self) -> None:
+        self.status = await self._ask(self.session.status)
+        self.transcript.info("\n".join(_status_lines(self.status)))
+
+    async def _cmd_memory(self) -> None:
+        self.status = await self._ask(self.session.status)
+        view = await self._ask(self.session.view)
+        self.transcript.info("\n".join(_status_lines(self.status)))
+        self.transcript.info(view, "class:reply")
+
+    async def _cmd_zoom(self, first: int | str, n: int = 1, page: int = 1) -> None:
+        self.transcript.info(await self._ask(self.session.zoom, first, n, page), "class:reply")
+
+    async def _cmd_date(self, message: int) -> None:
+        date = await self._ask(self.session.date, message)
+        self.transcript.info(f"message {message}: {date}")
+
+    async def _cmd_note(self, text: str) -> None:
+        message = await self._ask(self.session.note, text)
+        self.transcript.info(f"noted as message {message}")
+
+    async def _cmd_attach(self, path: str) -> None:
+        image = Path(path).expanduser()
+        if not image.is_file():
+            self.transcript.error(f"/attach: no file {image}")
+            return
+        self._attachments.append(image)
+        self.transcript.info(f"{image.name} goes with your next message")
+
+    async def _cmd_compact(self) -> None:
+        pending = self.status.get("pending") or 0
+        self.transcript.info(f"building every pending summary ({pending} now) …")
+
+        async def wait() -> None:  # beside the typed input: sending goes on meanwhile
+            try:
+                while True:  # in short waits, so the session is free for sends between them
+                    try:
+                        await self._ask(self.session.compact, COMPACT_WAIT)
+                        break
+                    except TimeoutError:
+                        continue
+            except Exception as error:
+                self.transcript.error(f"/compact: {_words(error)}")
+            else:
+                self.transcript.info("every summary is built")
+            self._emit()
+
+        self.app.create_background_task(wait())
+
+
+def _status_lines(status: dict) -> list[str]:
+    return [f"{key}: {value}" for key, value in status.items()]
+
+
+def _words(error: Exception) -> str:
+    """An exception as a line for the person: our own errors say enough by their text."""
+    text = str(error) or type(error).__name__
+    if type(error).__module__.startswith("everchat."):
+        return text
+    return f"{type(error).__name__}: {text}"
+
+
+def run(settings) -> int:
+    """`everchat` / `everchat chat`: open the chat in `settings` and talk in this terminal."""
+    from everchat.actors.session import ChatSession
+
+    try:
+        session = ChatSession.open(settings)
+    except Exception as error:  # the edge: a chat that cannot open is one line on stderr
+        print(f"everchat: {_words(error)}", file=sys.stderr)
+        return 1
+    try:
+        return Terminal(session, title=f"Everchat · {settings.reply.model}").run()
+    finally:
+        session.close()
