@@ -47,6 +47,7 @@ from everchat.frontends.chat_view import (
     parse,
     plain,
     status_text,
+    tool_line,
 )
 
 __all__ = ["Terminal", "run"]
@@ -135,7 +136,7 @@ class Terminal:
             full_screen=False,
             input=input,
             output=output,
-            erase_when_done=False,
+            erase_when_done=True,
         )
 
     # ---- running -------------------------------------------------------------------------
@@ -262,6 +263,7 @@ class Terminal:
 
     def _opening(self) -> None:
         """The title and the last messages of the log, so a reopened chat reads on."""
+        self.transcript.width = max(20, self.app.output.get_size().columns)
         try:
             status = self.session.status()
             count = status.get("messages", 0)
@@ -284,7 +286,8 @@ class Terminal:
         elif kind == "everchat":
             self.transcript.info("\n".join(head) + more, "class:reply")
         elif kind == "tool":
-            self.transcript.info("⚙ " + " ".join(body.split())[:200], "class:tool")
+            name, _, arguments = body.partition(" ")
+            self.transcript.info(_fit("⚙ " + tool_line(name, arguments), self.transcript.width), "class:tool")
         elif kind == "echo":
             return
         else:
@@ -333,14 +336,17 @@ class Terminal:
         if parsed is None:
             return
         if parsed == Command("stop"):
+            self.transcript.info("› " + text)
             self._cmd_stop()
         else:
-            self._typed.put_nowait(parsed)
+            self._typed.put_nowait((text, parsed))
 
     async def _work(self) -> None:
         """One typed line after another: each waits for its session call to return."""
         while True:
-            parsed = await self._typed.get()
+            text, parsed = await self._typed.get()
+            if not isinstance(parsed, Send):
+                self.transcript.info("› " + text)  # the command stays readable above its answer
             try:
                 if isinstance(parsed, UsageError):
                     self.transcript.error(parsed.text)
@@ -449,6 +455,10 @@ class Terminal:
             self._emit()
 
         self.app.create_background_task(wait())
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _status_lines(status: dict) -> list[str]:
