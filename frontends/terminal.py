@@ -473,10 +473,19 @@ def _words(error: Exception) -> str:
     return f"{type(error).__name__}: {text}"
 
 
-def run(settings) -> int:
-    """`everchat` / `everchat chat`: open the chat in `settings` and talk in this terminal."""
+def run(settings, *, stdin=None) -> int:
+    """`everchat` / `everchat chat`: open the chat in `settings` and talk in this terminal.
+
+    Returns 0 after /quit, Ctrl-D or Ctrl-C twice; 1 when the chat cannot open (locked by
+    another Everchat, R5; a bad folder; a model that cannot connect), with one line on
+    stderr; 2 when standard input is not a terminal.
+    """
     from everchat.actors.session import ChatSession
 
+    if not (stdin or sys.stdin).isatty():
+        print("everchat: the terminal chat needs a terminal; `everchat ask MESSAGE` works without one",
+              file=sys.stderr)
+        return 2
     try:
         session = ChatSession.open(settings)
     except Exception as error:  # the edge: a chat that cannot open is one line on stderr
@@ -485,4 +494,7 @@ def run(settings) -> int:
     try:
         return Terminal(session, title=f"Everchat · {settings.reply.model}").run()
     finally:
-        session.close()
+        try:
+            session.close()
+        except Exception as error:  # the chat is left; say what did not close cleanly
+            print(f"everchat: closing the chat: {_words(error)}", file=sys.stderr)
