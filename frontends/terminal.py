@@ -119,6 +119,8 @@ class Terminal:
         self._sending = 0         # sends not yet logged (a fresh turn settles its view first)
         self._session_lock = threading.Lock()  # one session call at a time, but `stop`
         self._closing = threading.Event()
+        self._events: list = []   # from the event thread, for `_drain` on the loop
+        self._events_lock = threading.Lock()
         self._typed: asyncio.Queue = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.buffer = Buffer(
@@ -163,11 +165,17 @@ class Terminal:
         self._emit()
 
     def _pump(self) -> None:
-        """The event thread: the session's turn events onto the loop, in order."""
+        """The event thread: the session's turn events onto the loop, in order. Events
+        that arrive while the loop is busy are drawn together (one scrollback write)."""
         while not self._closing.is_set():
             event = self.session.next_event(timeout=0.2)
-            if event is not None and self._loop is not None and not self._closing.is_set():
-                self._loop.call_soon_threadsafe(self._on_event, event)
+            if event is None or self._loop is None or self._closing.is_set():
+                continue
+            with self._events_lock:
+                self._events.append(event)
+                wake = len(self._events) == 1
+            if wake:
+                self._loop.call_soon_threadsafe(self._drain)
 
     async def _poll_status(self) -> None:
         while True:
@@ -373,12 +381,17 @@ class Terminal:
 
     # ---- events ----------------------------------------------------------------------------
 
-    def _on_event(self, event: Any) -> None:
-        try:
-            self.transcript.on_event(event)
-        except TypeError as error:
-            self.transcript.error(str(error))
-        if type(event).__name__ == "TurnEnded":
+    def _drain(self) -> None:
+        with self._events_lock:
+            events, self._events = self._events, []
+        ended = False
+        for event in events:
+            try:
+                self.transcript.on_event(event)
+            except Exception as error:  # a bad event is a line on screen, never a stuck loop
+                self.transcript.error(f"could not show {type(event).__name__}: {_words(error)}")
+            ended = ended or type(event).__name__ == "TurnEnded"
+        if ended:
             self.app.create_background_task(self._refresh_status())
         self._emit()
 
