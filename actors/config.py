@@ -124,6 +124,13 @@ class Settings:
     home: Path = Path("~/.everchat")
     config_file: Path | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    data_dir: Path | None = None
+    """The chat folder (`--data-dir`, else `chat/` in the home); see `chat_dir`."""
+
+    @property
+    def chat_dir(self) -> Path:
+        """The chat folder: `--data-dir`, else `chat/` beside the config file in the home."""
+        return self.data_dir if self.data_dir is not None else self.home / "chat"
 
     def __repr__(self) -> str:
         return (f"Settings(reply={self.reply!r}, compaction={self.compaction!r}, "
@@ -162,7 +169,7 @@ def _flag_values(flags: Mapping[str, Any] | argparse.Namespace | None) -> dict[s
     for name, value in items.items():
         if value is None:
             continue
-        key = name if name in KEYS or name in ("config", "demo") else None
+        key = name if name in KEYS or name in ("config", "demo", "data_dir") else None
         if key is None:
             for candidate in KEYS:
                 if candidate.replace(".", "_") == name:
@@ -320,26 +327,32 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
         instructions_file = Path(str(instructions)).expanduser()
         if not instructions_file.is_absolute() and sources["instructions"] == "file":
             instructions_file = config_path.parent / instructions_file
+    data_dir = Path(str(given["data_dir"])).expanduser() if given.get("data_dir") else None
     return Settings(reply, compaction, settle, rounds, jobs, instructions_file, home_path,
                     config_path if config_path.exists() else None,
-                    {key: sources.get(key, "default") for key in KEYS})
+                    {key: sources.get(key, "default") for key in KEYS}, data_dir)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """The settings' flags (`--reply-model` …, `--demo`, `--config`); pass the parsed
-    namespace to `load`. Every default is None, so an absent flag never overrides."""
+    namespace to `load`. Every default is None, so an absent flag never overrides.
+
+    With `suppress` an absent flag leaves no attribute at all (argparse.SUPPRESS): the
+    CLI adds the same flags before and after its command, and a subcommand's default
+    must not erase a flag given before the command."""
+    unset = argparse.SUPPRESS if suppress else None
     group = parser.add_argument_group("models and limits")
-    group.add_argument("--config", default=None, help="the config file (default $EVERCHAT_HOME/config.toml)")
-    group.add_argument("--demo", action="store_true", default=None, help="use the offline demo models")
+    group.add_argument("--config", default=unset, help="the config file (default $EVERCHAT_HOME/config.toml)")
+    group.add_argument("--demo", action="store_true", default=unset, help="use the offline demo models")
     for role in ("reply", "compaction"):
-        group.add_argument(f"--{role}-provider", dest=f"{role}_provider", default=None, choices=PROVIDERS)
-        group.add_argument(f"--{role}-model", dest=f"{role}_model", default=None)
-        group.add_argument(f"--{role}-base-url", dest=f"{role}_base_url", default=None)
-        group.add_argument(f"--{role}-effort", dest=f"{role}_effort", default=None, choices=EFFORTS)
-    group.add_argument("--settle-timeout", dest="settle_timeout", type=float, default=None,
+        group.add_argument(f"--{role}-provider", dest=f"{role}_provider", default=unset, choices=PROVIDERS)
+        group.add_argument(f"--{role}-model", dest=f"{role}_model", default=unset)
+        group.add_argument(f"--{role}-base-url", dest=f"{role}_base_url", default=unset)
+        group.add_argument(f"--{role}-effort", dest=f"{role}_effort", default=unset, choices=EFFORTS)
+    group.add_argument("--settle-timeout", dest="settle_timeout", type=float, default=unset,
                        help="seconds a turn waits for its view's summaries (R36, default 20)")
-    group.add_argument("--tool-rounds", dest="tool_rounds", type=int, default=None,
+    group.add_argument("--tool-rounds", dest="tool_rounds", type=int, default=unset,
                        help="tool rounds per turn (default 50)")
-    group.add_argument("--compaction-jobs", dest="compaction_jobs", type=int, default=None,
+    group.add_argument("--compaction-jobs", dest="compaction_jobs", type=int, default=unset,
                        help="compactions at once, 1 to 8 (R31, default 8)")
-    group.add_argument("--instructions", default=None, help="a file with your own instructions (R34)")
+    group.add_argument("--instructions", default=unset, help="a file with your own instructions (R34)")

@@ -1,19 +1,46 @@
-"""The `everchat` command: one-shot commands on a chat folder.
+"""The `everchat` command: the terminal chat, one-shot commands, and the actors' hosts.
 
-Read-only commands (`view`, `status`, `zoom`, `date`, `check`) never take the
-folder's lock and never write (R5), so they work while the chat is open
-elsewhere. Errors become one line on stderr and exit status 1 (2 for usage).
+    everchat [OPTIONS] [COMMAND] [ARGS] [OPTIONS]
+
+Options go before or after the command. `--data-dir` picks the chat folder (default
+`chat/` in `$EVERCHAT_HOME`, else `~/.everchat/chat`); `--demo` forces the offline
+models; the model flags (`--reply-model` …) override the environment and config.toml.
+
+`everchat` alone, or `everchat chat`, opens the terminal chat. `view`, `zoom`, `date`,
+`status` and `check` are read-only: they never take the folder's lock and never write
+(R5), so they work while the chat is open elsewhere. Exit status: 0 done, 1 failed
+(no chat here, the chat is locked, a model failed), 2 wrong arguments (nothing changed),
+130 interrupted. Errors are one line on stderr, `everchat: …`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
+from everchat.frontends.commands import EXIT_FAILED, EXIT_USAGE, CommandError, UsageError
+
 __all__ = ["main", "default_data_dir"]
+
+# command name -> its one line of help
+_COMMANDS = {
+    "chat": "the terminal chat (the default when no command is given)",
+    "ask": "send one message, print the reply, wait for its summaries, exit",
+    "note": "log a note (a memory from before the chat)",
+    "import": "log a UTF-8 text file as consecutive notes (resumable)",
+    "view": "print the view the next turn starts from (read-only)",
+    "zoom": "a line's two halves, or a message whole (read-only, R35)",
+    "date": "the date and time of a message (read-only)",
+    "status": "messages, view size, pending summaries, usage, as JSON (read-only)",
+    "check": "verify every record of the chat in one pass (read-only)",
+    "compact": "build every pending summary, then exit",
+    "setup": "choose the models, check them, save config.toml (keys stay in the environment)",
+    "serve": "run the chat's actors until interrupted",
+    "actor": "run one actor that joins a running chat",
+    "ops": "a live table of every actor's mailbox",
+}
 
 
 def default_data_dir() -> Path:
@@ -23,77 +50,137 @@ def default_data_dir() -> Path:
     return (Path(home) if home else Path.home() / ".everchat") / "chat"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so `main` returns its status."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _common() -> argparse.ArgumentParser:
+    from everchat.actors.config import add_arguments
+
+    common = _Parser(add_help=False)
+    # SUPPRESS: a subcommand's default must not erase a flag given before the command.
+    common.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
+                        help="the chat folder (default $EVERCHAT_HOME/chat, else ~/.everchat/chat)")
+    add_arguments(common, suppress=True)
+    return common
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS, help="the chat folder")
-    parser = argparse.ArgumentParser(
-        prog="everchat", description="One chat that never ends.", parents=[common]
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("view", parents=[common], help="print the view the next turn starts from")
-    commands.add_parser("status", parents=[common], help="messages, view size and pending summaries as JSON")
-    commands.add_parser("check", parents=[common], help="verify every record of the chat in one pass")
-    zoom = commands.add_parser("zoom", parents=[common], help="a line's two halves, or a message whole")
-    zoom.add_argument("id", type=int)
-    zoom.add_argument("n", type=int, nargs="?", default=1)
-    zoom.add_argument("--page", type=int, default=1)
-    date = commands.add_parser("date", parents=[common], help="the date and time of a message")
-    date.add_argument("id", type=int)
-    note = commands.add_parser("note", parents=[common], help="log a note (a memory from before the chat)")
+    common = _common()
+    parser = _Parser(prog="everchat", description="One chat that never ends.", parents=[common])
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, parents=[common], help=_COMMANDS[name], description=_COMMANDS[name])
+
+    command("chat")
+    ask = command("ask")
+    ask.add_argument("message")
+    ask.add_argument("--image", action="append", default=[], type=Path, metavar="PATH",
+                     help="attach an image (PNG, JPEG, GIF, WebP; at most 5 MB, R9); repeatable")
+    ask.add_argument("--no-wait", action="store_true",
+                     help="exit after the reply without waiting for its summaries")
+    note = command("note")
     note.add_argument("text")
-    serve = commands.add_parser("serve", parents=[common], help="run the chat's actors until interrupted")
+    imp = command("import")
+    imp.add_argument("file", type=Path)
+    command("view")
+    zoom = command("zoom")
+    zoom.add_argument("id", help="a message id, or a view line's name such as 40+8")
+    zoom.add_argument("n", nargs="?", default=None, help="how many messages the line covers (a power of two)")
+    zoom.add_argument("--page", default="1", help="the page of a long message (R35)")
+    date = command("date")
+    date.add_argument("id")
+    command("status")
+    command("check")
+    compact = command("compact")
+    compact.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    command("setup")
+    serve = command("serve")
     serve.add_argument("--processes", action="store_true", help="every actor in its own process")
     serve.add_argument("--tcp", action="store_true", help="with --processes: tcp with CURVE keys instead of ipc")
     serve.add_argument("--workers", type=int, default=2, help="compactor workers, 1 to 8 (R31)")
     serve.add_argument("--remote", action="append", default=[], metavar="NAME",
                        help="an actor that joins from another host instead of being started here")
-    actor = commands.add_parser("actor", parents=[common], help="run one actor that joins a running chat")
+    actor = command("actor")
     actor.add_argument("name", help="e.g. compactor.3")
     actor.add_argument("--join", required=True, metavar="ENDPOINT", help="the supervisor's endpoint (tcp://HOST:PORT)")
     actor.add_argument("--bind", default="tcp://127.0.0.1:0", help="this actor's own endpoint")
-    actor.add_argument("--keys", type=Path, default=None, help="the config folder holding this actor's CURVE key (keys/NAME.key)")
+    actor.add_argument("--keys", type=Path, default=None,
+                       help="the config folder holding this actor's CURVE key (keys/NAME.key)")
     actor.add_argument("--summarizer", default="configured", choices=["configured", "scripted"],
                        help="a compactor's summarizer: the configured model, or the scripted stand-in")
-    ops = commands.add_parser("ops", parents=[common], help="a live table of every actor's mailbox")
+    ops = command("ops")
     ops.add_argument("--once", action="store_true")
     ops.add_argument("--json", action="store_true")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    data_dir = getattr(args, "data_dir", None) or default_data_dir()
-    if args.command is None:
-        _parser().print_help()
-        return 0
-    from everchat.actors.chat import Chat, ZoomError
-    from everchat.actors.store import BadInput, StoreError
-
-    if args.command in ("serve", "actor", "ops"):
-        return _run_actors(args, data_dir)
+    """Run one `everchat` command line; returns the exit status."""
     try:
-        if args.command == "note":
-            with Chat.open(data_dir, create=True) as chat:
-                ids, _ = chat.add("note", args.text)
-            print(f"logged message {ids[0]}" if len(ids) == 1 else f"logged messages {ids[0]}-{ids[-1]}")
-            return 0
-        with Chat.open(data_dir, writer=False) as chat:
-            if args.command == "view":
-                print(chat.render_view())
-            elif args.command == "status":
-                print(json.dumps(chat.status(), indent=2))
-            elif args.command == "check":
-                report = chat.store.check()
-                chat.verify_views()
-                print(json.dumps({"ok": True, **report}))
-            elif args.command == "zoom":
-                print(chat.zoom(args.id, args.n, args.page))
-            elif args.command == "date":
-                print(chat.date(args.id))
-        return 0
-    except (StoreError, ZoomError, BadInput) as error:
+        args = _parser().parse_args(argv)
+    except UsageError as error:
         print(f"everchat: {error}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
+    except SystemExit as done:  # --help
+        return int(done.code or 0)
+    if getattr(args, "data_dir", None) is None:
+        args.data_dir = default_data_dir()
+    args.data_dir = args.data_dir.expanduser()
+    try:
+        return _dispatch(args)
+    except CommandError as error:
+        print(f"everchat: {error}", file=sys.stderr)
+        return error.status
+    except KeyboardInterrupt:
+        print("everchat: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command = args.command or "chat"
+    if command in ("view", "zoom", "date", "status", "check"):
+        from everchat.frontends import commands_read
+
+        return commands_read.run(command, args)
+    if command == "note":
+        from everchat.frontends.commands_write import note
+
+        return note(args)
+    if command == "import":
+        from everchat.frontends.commands_import import run_import
+
+        return run_import(args)
+    if command == "setup":
+        from everchat.frontends.commands_setup import run_setup
+
+        return run_setup(args)
+    if command in ("ask", "compact"):
+        from everchat.frontends import commands_turn
+
+        return commands_turn.run(command, args)
+    if command == "chat":
+        return _terminal(args)
+    return _run_actors(args, args.data_dir)
+
+
+def _terminal(args: argparse.Namespace) -> int:
+    """`everchat` / `everchat chat`: engineer E's prompt_toolkit front end."""
+    from everchat.frontends.commands import load_settings
+
+    settings = load_settings(args)
+    try:
+        from everchat.frontends.terminal import run
+    except ImportError as error:
+        if error.name != "everchat.frontends.terminal":
+            raise
+        raise CommandError("the terminal chat is not installed in this build; "
+                           "use `everchat ask MESSAGE`") from None
+    return run(settings)
 
 
 def _run_actors(args, data_dir: Path) -> int:
@@ -107,8 +194,7 @@ def _run_actors(args, data_dir: Path) -> int:
         try:
             return run_ops(data_dir, once=args.once, as_json=args.json)
         except NoSupervisor as error:
-            print(f"everchat: {error}", file=sys.stderr)
-            return 1
+            raise CommandError(str(error)) from None
         except KeyboardInterrupt:
             return 0
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -122,12 +208,16 @@ def _run_actors(args, data_dir: Path) -> int:
             return 0
     from everchat.actors.supervisor import Placement, Supervisor
 
+    if not 1 <= args.workers <= 8:
+        raise UsageError(f"--workers is 1 to 8 (R31), not {args.workers}")
     placement = Placement(
         mode="processes" if args.processes else "single",
         transport="tcp" if args.tcp else "ipc",
         workers=args.workers,
         remote=tuple(args.remote),
     )
+    if getattr(args, "demo", False):
+        os.environ["EVERCHAT_DEMO"] = "1"  # the actors' own processes read their settings from it
     supervisor = Supervisor(data_dir, placement).start()
     print(f"everchat: serving {data_dir} ({placement.mode}, {placement.workers} workers) at {supervisor.node.endpoint}",
           flush=True)

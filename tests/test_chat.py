@@ -170,7 +170,7 @@ def test_the_cli_reads_a_chat_without_the_lock(folder, capsys):
         assert "0+1|note: remember amber-42" in capsys.readouterr().out
         assert main(["status", "--data-dir", str(folder)]) == 0
         assert json.loads(capsys.readouterr().out)["messages"] == 1
-        assert main(["zoom", "0", "2", "--data-dir", str(folder)]) == 1
+        assert main(["zoom", "0", "2", "--data-dir", str(folder)]) == 2  # wrong arguments (issue 5)
         assert "No line 0+2." in capsys.readouterr().err
         assert main(["check", "--data-dir", str(folder)]) == 0
     empty = folder.parent / "empty"

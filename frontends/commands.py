@@ -1,0 +1,109 @@
+"""What every one-shot command shares: exit statuses, the two errors, opening a chat.
+
+Exceptions from the actors become words here and only here (the CLI prints
+`everchat: <message>` and exits with the error's status).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "CommandError",
+    "UsageError",
+    "load_settings",
+    "open_reader",
+    "open_writer",
+    "parse_id",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class CommandError(Exception):
+    """A command that could not do its work; the message is for people. Exit status 1."""
+
+    status = EXIT_FAILED
+
+
+class UsageError(CommandError):
+    """Wrong arguments: raised before anything was changed. Exit status 2."""
+
+    status = EXIT_USAGE
+
+
+def load_settings(args: argparse.Namespace):
+    """The settings from the flags on the command line, the environment and the config
+    file (flag > env > file > default); the chat folder is `--data-dir`."""
+    from everchat.actors.config import ConfigError, load
+
+    try:
+        return load(args)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
+
+
+def parse_id(text: str, what: str = "ID") -> int:
+    """A message id given on the command line: a natural number."""
+    try:
+        value = int(text, 10)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} is a message id (a whole number), not {text!r}") from None
+    if value < 0:
+        raise UsageError(f"{what} is a message id (0 or more), not {value}")
+    return value
+
+
+def _store_error(error: Exception, path: Path) -> CommandError:
+    from everchat.actors.store import ChatLocked, NotAChat
+
+    if isinstance(error, NotAChat):
+        return CommandError(f"{path} holds no chat (start one with `everchat`, `everchat note` "
+                            "or `everchat import`, or pick another folder with --data-dir)")
+    if isinstance(error, ChatLocked):
+        return CommandError(f"{error}; close that chat first (read-only commands such as "
+                            "`view` and `status` work meanwhile)")
+    return CommandError(str(error))
+
+
+@contextmanager
+def open_reader(path: Path) -> Iterator:
+    """The chat at `path` opened read-only (R5): no lock, no byte written, also not to
+    repair; a folder without a chat fails with a clear message."""
+    from everchat.actors.chat import Chat
+    from everchat.actors.store import StoreError
+
+    try:
+        chat = Chat.open(path, writer=False)
+    except StoreError as error:
+        raise _store_error(error, path) from None
+    with chat:
+        try:
+            yield chat
+        except StoreError as error:
+            raise _store_error(error, path) from None
+
+
+@contextmanager
+def open_writer(path: Path) -> Iterator:
+    """The chat at `path` opened as its one writer (R5), made when missing."""
+    from everchat.actors.chat import Chat
+    from everchat.actors.store import StoreError
+
+    try:
+        chat = Chat.open(path, create=True)
+    except StoreError as error:
+        raise _store_error(error, path) from None
+    with chat:
+        try:
+            yield chat
+        except StoreError as error:
+            raise _store_error(error, path) from None

@@ -1,0 +1,169 @@
+"""`everchat import FILE`: a UTF-8 file logged as consecutive notes, cut by R8, resumable.
+
+The kill test runs the real command in a child process and kills it with SIGKILL while
+it is blocked mid-import: its stderr is a pipe shrunk to one page that the test does
+not read, so the progress lines fill it and the child stops at a point the test knows
+is past the first group commit and before the end (no timing involved).
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import hashlib
+import random
+import signal
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from everchat.actors.store import PART_BYTES, ChatStore, split_text
+from everchat.frontends.cli import main
+from everchat.frontends.commands_import import BATCH_BYTES, import_key, parts_of
+
+WORDS = ["amber-42", "tree", "view", "sawtooth", "ünïcode", "日本語", "emoji🙂", "line", "log", "zoom"]
+
+
+def text_file(path: Path, size: int, seed: int = 7) -> str:
+    """Lines of random words (multi-byte characters included) of about `size` bytes."""
+    rng = random.Random(seed)
+    lines, total = [], 0
+    while total < size:
+        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 14)))
+        if rng.random() < 0.02:
+            line = "x" * rng.randint(1, 20_000)  # a line longer than a part: R8 cuts it anyway
+        lines.append(line)
+        total += len(line.encode()) + 1
+    text = "\n".join(lines) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def notes(chat: Path) -> list:
+    with ChatStore.open(chat, writer=False) as store:
+        return [store.message(i) for i in range(store.message_count)]
+
+
+def test_r8_a_file_is_cut_exactly_as_one_long_text_would_be(tmp_path):
+    text = text_file(tmp_path / "memories.txt", 3 * 1024 * 1024 + 777)
+    parts = list(parts_of(tmp_path / "memories.txt"))
+    assert [part for _, part in parts] == split_text(text)
+    assert all(len(part.encode()) <= PART_BYTES for _, part in parts)
+    offsets = [0]
+    for _, part in parts[:-1]:
+        offsets.append(offsets[-1] + len(part.encode()))
+    assert [offset for offset, _ in parts] == offsets
+
+
+def test_r3_an_import_logs_consecutive_notes_that_rebuild_the_file(tmp_path, capsys):
+    chat = tmp_path / "chat"
+    assert main(["note", "before the import", "--data-dir", str(chat)]) == 0
+    text = text_file(tmp_path / "memories.txt", 200_000)
+    assert main(["--data-dir", str(chat), "import", str(tmp_path / "memories.txt")]) == 0
+    out = capsys.readouterr()
+    records = notes(chat)
+    assert [r.kind for r in records] == ["note"] * len(records)
+    imported = records[1:]
+    assert "".join(r.text for r in imported) == text
+    assert len(imported) == len(split_text(text))
+    assert f"imported {tmp_path / 'memories.txt'}: {len(imported)} notes, messages 1-{len(imported)}" in out.out
+    assert "100%" in out.err.splitlines()[-1]  # the progress bar is on stderr
+    assert imported[0].meta == {"import": "memories.txt", "offset": 0}
+    assert imported[0].key.startswith("import:") and imported[0].key.endswith(":0")
+
+
+def test_the_same_file_imported_again_logs_nothing(tmp_path, capsys):
+    chat = tmp_path / "chat"
+    text_file(tmp_path / "a.txt", 50_000)
+    assert main(["import", str(tmp_path / "a.txt"), "--data-dir", str(chat)]) == 0
+    before = notes(chat)
+    capsys.readouterr()
+    assert main(["import", str(tmp_path / "a.txt"), "--data-dir", str(chat)]) == 0
+    assert "is already imported" in capsys.readouterr().out
+    assert notes(chat) == before
+
+
+def test_an_interrupted_import_goes_on_after_its_last_part_even_past_later_messages(tmp_path, capsys):
+    """The run finds where the earlier one stopped, though the chat went on since."""
+    chat = tmp_path / "chat"
+    source = tmp_path / "a.txt"
+    text = text_file(source, 120_000)
+    digest_parts = list(parts_of(source))
+    with ChatStore.open(chat, create=True) as store:  # an earlier run, then something else
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        for offset, part in digest_parts[:3]:
+            store.append_message("note", part, key=import_key(digest, offset),
+                                 meta={"import": "a.txt", "offset": offset})
+        store.append_message("user", "something said in between")
+    assert main(["import", str(source), "--data-dir", str(chat)]) == 0
+    records = notes(chat)
+    assert [r.kind for r in records].count("user") == 1
+    assert "".join(r.text for r in records if r.kind == "note") == text
+    assert "3 were logged before" in capsys.readouterr().out
+
+
+def _pipe_bytes(fd: int) -> int:
+    size = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, size)
+    return size[0]
+
+
+def test_a_killed_import_run_again_logs_each_part_once(tmp_path):
+    chat = tmp_path / "chat"
+    source = tmp_path / "big.txt"
+    text = text_file(source, 3 * BATCH_BYTES)
+    command = [sys.executable, "-m", "everchat.frontends.cli", "import", str(source), "--data-dir", str(chat)]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        fd = child.stderr.fileno()
+        capacity = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 4096)
+        # The child writes a progress line per percent; once the pipe is full it blocks.
+        # Within two lines of full, it can read at most a few more parts before it stops.
+        while _pipe_bytes(fd) < capacity - 200:
+            try:
+                child.wait(timeout=0.02)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        assert child.poll() is None, "the import finished before the pipe filled"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        progress = child.stderr.read().decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+    logged = notes(chat)
+    assert 0 < len(logged) < len(split_text(text))  # past the first commit, short of the end
+    assert " 0% " in progress.splitlines()[0] and "100%" not in progress
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(logged)} were logged before" in again.stdout
+    records = notes(chat)
+    assert "".join(r.text for r in records) == text
+    assert len(records) == len(split_text(text))
+    assert len({r.key for r in records}) == len(records)
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"fine\n\xff\xfe broken\n", "is not UTF-8 text (byte 5)"),
+    (b"cut in the middle \xe6\x97", "ends inside a UTF-8 character"),
+    (b"", "is empty"),
+])
+def test_a_file_that_is_not_utf8_text_is_refused_and_nothing_is_made(tmp_path, capsys, content, why):
+    (tmp_path / "bad.txt").write_bytes(content)
+    assert main(["import", str(tmp_path / "bad.txt"), "--data-dir", str(tmp_path / "chat")]) == 2
+    assert why in capsys.readouterr().err
+    assert not (tmp_path / "chat").exists()
+
+
+def test_a_missing_file_is_a_usage_error(tmp_path, capsys):
+    assert main(["import", str(tmp_path / "nope.txt"), "--data-dir", str(tmp_path / "chat")]) == 2
+    assert "nope.txt: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "chat").exists()
