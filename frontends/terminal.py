@@ -39,7 +39,6 @@ from prompt_toolkit.styles import Style
 from everchat.frontends.chat_view import (
     COMMANDS,
     Command,
-    Line,
     Send,
     Transcript,
     UsageError,
@@ -49,6 +48,7 @@ from everchat.frontends.chat_view import (
     status_text,
     tool_line,
 )
+from everchat.transport import AskTimeout
 
 __all__ = ["Terminal", "run"]
 
@@ -459,7 +459,7 @@ class Terminal:
                     try:
                         await self._ask(self.session.compact, COMPACT_WAIT)
                         break
-                    except TimeoutError:
+                    except (TimeoutError, AskTimeout):  # not yet: wait another step
                         continue
             except Exception as error:
                 self.transcript.error(f"/compact: {_words(error)}")
