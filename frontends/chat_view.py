@@ -30,6 +30,7 @@ __all__ = [
     "parse",
     "plain",
     "short_size",
+    "status_lines",
     "status_text",
     "tool_line",
 ]
@@ -233,6 +234,23 @@ def status_text(status: Mapping[str, Any], extra: tuple[str, ...] = ()) -> str:
             parts.append(f"cache {round(100 * share)}%")
     parts.extend(extra)
     return " · ".join(parts)
+
+
+def status_lines(status: Mapping[str, Any]) -> list[str]:
+    """/status and /memory: the session's status in words."""
+    planner = status.get("planner") or {}
+    usage = status.get("usage") or {}
+    lines = [f"messages: {status.get('messages', '?')}"]
+    lines.append(f"view: {status.get('view_bytes', '?')} bytes in {planner.get('view_lines', '?')} lines "
+                 f"(R19: merges past {status.get('view_budget', '?')}, down to {planner.get('floor', '?')})")
+    lines.append(f"summaries: {status.get('pending', 0)} pending, {planner.get('running', 0)} being written, "
+                 f"{status.get('failures', 0)} failed calls this run")
+    share = status.get("cache_share")
+    cache = f" · {round(100 * share)}% of prompt tokens read from the cache" if share is not None else ""
+    lines.append(f"model: {status.get('model', '?')}{cache}")
+    if usage:
+        lines.append("tokens: " + ", ".join(f"{key.replace('_', ' ')} {value:,}" for key, value in usage.items()))
+    return lines
 
 
 # ---- the transcript ---------------------------------------------------------------------------

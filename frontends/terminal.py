@@ -45,6 +45,7 @@ from everchat.frontends.chat_view import (
     help_lines,
     parse,
     plain,
+    status_lines,
     status_text,
     tool_line,
 )
@@ -57,6 +58,9 @@ HISTORY_SHOWN = 6
 
 STATUS_EVERY = 0.5
 """Seconds between status bar refreshes."""
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""R9's 5 MB, as the store reads it (5 MiB); the store checks the type from the bytes."""
 
 COMPACT_WAIT = 0.5
 """/compact waits in steps this long, leaving the session to other calls between them."""
@@ -374,8 +378,8 @@ class Terminal:
         try:
             await self._ask(self.session.send, text, images)
         except Exception as error:
-            self._attachments[:0] = images  # still there for the next try
-            self.transcript.error(f"not sent: {_words(error)}")
+            dropped = " (the attached images were dropped: /attach them again)" if images else ""
+            self.transcript.error(f"not sent: {_words(error)}{dropped}")
         finally:
             self._sending -= 1
 
@@ -422,12 +426,12 @@ class Terminal:
 
     async def _cmd_status(self) -> None:
         self.status = await self._ask(self.session.status)
-        self.transcript.info("\n".join(_status_lines(self.status)))
+        self.transcript.info("\n".join(status_lines(self.status)))
 
     async def _cmd_memory(self) -> None:
         self.status = await self._ask(self.session.status)
         view = await self._ask(self.session.view)
-        self.transcript.info("\n".join(_status_lines(self.status)))
+        self.transcript.info("\n".join(status_lines(self.status)))
         self.transcript.info(view, "class:reply")
 
     async def _cmd_zoom(self, first: int | str, n: int = 1, page: int = 1) -> None:
@@ -445,6 +449,9 @@ class Terminal:
         image = Path(path).expanduser()
         if not image.is_file():
             self.transcript.error(f"/attach: no file {image}")
+            return
+        if image.stat().st_size > MAX_IMAGE_BYTES:
+            self.transcript.error(f"/attach: {image} is over 5 MB (R9)")
             return
         self._attachments.append(image)
         self.transcript.info(f"{image.name} goes with your next message")
@@ -472,10 +479,6 @@ class Terminal:
 
 def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _status_lines(status: dict) -> list[str]:
-    return [f"{key}: {value}" for key, value in status.items()]
 
 
 def _words(error: Exception) -> str:

@@ -125,7 +125,7 @@ def test_r35_memory_commands_answer_in_the_order_they_were_typed():
         order = [printed.index(line) for line in ("user: hi", "No line 6+4.", "message 0: 2026-12-02 19:00:00 +0000",
                                                   "noted as message 0", "<chat>", "0+1|user: hi")]
         assert order == sorted(order)
-        assert "view_budget: 128000" in printed
+        assert "summaries: 3 pending, 0 being written, 0 failed calls this run" in printed
         assert session.notes == ["I was born in Lisbon."] and session.sent == []
     assert session.overlaps == 0
 
@@ -175,3 +175,28 @@ def test_a_reopened_chat_shows_its_last_messages():
     with running(session) as chat:
         chat.wait_printed("› hi")
         assert chat.terminal.printed[0] == "1 message so far · /help lists the commands"
+
+
+def test_a_refused_image_is_dropped_with_words_and_the_next_message_goes(tmp_path):
+    from everchat.actors.store import BadInput
+
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("not an image")
+    session = ScriptedSession()
+    plain_send = session.send
+
+    def send(text, images=()):
+        if images:
+            raise BadInput("not a PNG, JPEG, GIF or WebP image (R9: type checked from the bytes)")
+        return plain_send(text, images)
+
+    session.send = send
+    with running(session) as chat:
+        chat.line(f"/attach {text_file}")
+        chat.line("look at this")
+        chat.wait_printed("not sent: not a PNG, JPEG, GIF or WebP image (R9: type checked from the bytes) "
+                          "(the attached images were dropped: /attach them again)")
+        assert "image" not in chat.terminal.status_bar()
+        chat.line("then just this")
+        chat.wait(lambda t: len(session.sent) == 1, "the send")
+    assert session.sent == [("then just this", ())]

@@ -14,6 +14,7 @@ from everchat.frontends.chat_view import (
     parse,
     plain,
     short_size,
+    status_lines,
     status_text,
     tool_line,
 )
@@ -217,3 +218,16 @@ def test_tool_lines_name_their_arguments():
 def test_an_event_the_transcript_does_not_know_is_an_error_not_a_silence():
     with pytest.raises(TypeError, match="no use for Ping"):
         Transcript().on_event(schema.Ping(b""))
+
+
+def test_status_in_words_names_the_view_the_summaries_and_the_tokens():
+    status = {"messages": 6, "view_bytes": 488, "view_budget": 128_000, "pending": 2, "failures": 1,
+              "model": "demo", "cache_share": 0.5, "usage": {"input": 2967, "cache_read": 1200},
+              "planner": {"view_lines": 6, "floor": 64_000, "running": 2}}
+    assert status_lines(status) == [
+        "messages: 6",
+        "view: 488 bytes in 6 lines (R19: merges past 128000, down to 64000)",
+        "summaries: 2 pending, 2 being written, 1 failed calls this run",
+        "model: demo · 50% of prompt tokens read from the cache",
+        "tokens: input 2,967, cache read 1,200",
+    ]
