@@ -32,6 +32,7 @@ connection fails with `MissingKey`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -48,7 +49,10 @@ __all__ = [
     "ModelSettings",
     "Settings",
     "add_arguments",
+    "config_file",
     "load",
+    "read_file",
+    "save_file",
 ]
 
 DEFAULT_MODELS = {
@@ -239,6 +243,64 @@ def _guess_provider(model: str | None, base_url: str | None) -> str | None:
     return None
 
 
+def _config_path(given: Mapping[str, Any], env: Mapping[str, str], home: Path) -> tuple[Path, bool]:
+    """The config file and whether it was named (`--config`, EVERCHAT_CONFIG)."""
+    if "config" in given:
+        return Path(str(given["config"])).expanduser(), True
+    if env.get("EVERCHAT_CONFIG"):
+        return Path(env["EVERCHAT_CONFIG"]).expanduser(), True
+    return home / "config.toml", False
+
+
+def config_file(flags: Mapping[str, Any] | argparse.Namespace | None = None, *,
+                env: Mapping[str, str] | None = None, home: str | Path | None = None) -> Path:
+    """Where `load` reads the config file from (and `setup` saves it), existing or not."""
+    env = os.environ if env is None else env
+    home_path = Path(home or env.get("EVERCHAT_HOME") or "~/.everchat").expanduser()
+    return _config_path(_flag_values(flags), env, home_path)[0]
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """The config file's settings as `load` reads them ("reply.model": …), {} when it
+    does not exist; ConfigError for a bad file (a key in it included)."""
+    return _read_file(path, False)
+
+
+def save_file(path: Path, values: Mapping[str, Any]) -> None:
+    """Write `values` ("reply.model": …, "settle_timeout": …) as the config file,
+    atomically (temporary file, fsync, rename). API keys are refused: they stay in the
+    environment. What `read_file` gives back equals `values` minus None values."""
+    top, tables = [], {"reply": [], "compaction": []}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key not in KEYS:
+            raise ConfigError(f"no setting {key!r}")
+        if "key" in key.split(".")[-1] and not key.endswith("dummy_key"):
+            raise ConfigError("API keys stay in the environment, never in the config file")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{key} must be text or a number, not {value!r}")
+        # A JSON string is a valid TOML basic string (the same escapes).
+        if isinstance(value, str):  # TOML also wants DEL escaped; JSON leaves it raw
+            shown = json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+        else:
+            shown = repr(value)
+        line = f"{key.split('.')[-1]} = {shown}"
+        (tables[key.split(".")[0]] if "." in key else top).append(line)
+    text = "# Everchat settings (see `everchat setup`). API keys stay in the environment:\n" \
+           "# ANTHROPIC_API_KEY, OPENAI_API_KEY.\n" + "".join(line + "\n" for line in top)
+    for name, lines in tables.items():
+        if lines:
+            text += f"\n[{name}]\n" + "".join(line + "\n" for line in lines)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(tmp, path)
+
+
 def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Mapping[str, str] | None = None,
          home: str | Path | None = None) -> Settings:
     """Settings from flags, then environment, then the config file, then defaults.
@@ -249,12 +311,7 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
     env = os.environ if env is None else env
     given = _flag_values(flags)
     home_path = Path(home or env.get("EVERCHAT_HOME") or "~/.everchat").expanduser()
-    if "config" in given:
-        config_path, explicit = Path(str(given["config"])).expanduser(), True
-    elif env.get("EVERCHAT_CONFIG"):
-        config_path, explicit = Path(env["EVERCHAT_CONFIG"]).expanduser(), True
-    else:
-        config_path, explicit = home_path / "config.toml", False
+    config_path, explicit = _config_path(given, env, home_path)
     from_file = _read_file(config_path, explicit)
 
     values: dict[str, Any] = {}
