@@ -37,6 +37,9 @@ __all__ = [
 
 Line = tuple[tuple[str, str], ...]
 
+THINKING_ROWS = 6
+"""The live thinking shows its last rows only: it is a glimpse, folded when done."""
+
 
 def plain(line: Line) -> str:
     """A line's text without its styles."""
@@ -320,7 +323,8 @@ class Transcript:
         waiting for their result, the reply's unfinished line."""
         lines: list[Line] = []
         if self._thinking:
-            lines.extend((("class:thinking", row),) for row in _rows(self._thinking, self.width)[-rows:])
+            shown = min(rows, THINKING_ROWS)
+            lines.extend((("class:thinking", row),) for row in _rows(self._thinking, self.width)[-shown:])
         for tool in self._tools.values():
             lines.append((("class:tool", _fit(f"⚙ {tool.call} …", self.width)),))
         if self._text:
@@ -410,6 +414,13 @@ class Transcript:
             self.info(f"⏹ the turn reached its limit of tool rounds{detail}", "class:warning")
         elif event.incomplete:
             self.info(f"(the reply is incomplete{detail})", "class:warning")
+
+    def lost_end(self) -> None:
+        """The turn is over by the turn runner's word but its `TurnEnded` never came (turn
+        events are hints, dropped when a mailbox is full): close the live block anyway."""
+        self._finish_live()
+        self.running = False
+        self.info("(the end of this reply was lost on the way; the log has it all: /zoom shows it)", "class:warning")
 
     def _on_Notice(self, event) -> None:
         style = {"error": "class:error", "warning": "class:warning"}.get(event.level, "class:info")

@@ -121,6 +121,7 @@ class Terminal:
         self._attachments: list[Path] = []
         self._armed = False       # Ctrl-C pressed once: the next one quits
         self._sending = 0         # sends not yet logged (a fresh turn settles its view first)
+        self._idle_looks = 0      # status polls that found no turn while a reply shows
         self._session_lock = threading.Lock()  # one session call at a time, but `stop`
         self._closing = threading.Event()
         self._events: list = []   # from the event thread, for `_drain` on the loop
@@ -191,6 +192,15 @@ class Terminal:
             self.status = await self._ask(self.session.status)
         except Exception as error:  # shown in the bar; the chat goes on
             self.status = {"error": f"status unavailable: {error}"}
+        # Turn events may be dropped on the way: two looks at an idle turn runner while
+        # the screen still shows a reply mean its end was lost.
+        if self.status.get("turn") == -1 and self.transcript.running and not self._sending:
+            self._idle_looks += 1
+            if self._idle_looks >= 2:
+                self.transcript.lost_end()
+                self._emit()
+        else:
+            self._idle_looks = 0
         self.app.invalidate()
         self._notify()
 

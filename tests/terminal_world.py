@@ -120,6 +120,7 @@ class ScriptedSession:
         self._running: int | None = None
         self.lock = threading.Lock()
         self.overlaps = 0  # calls that overlapped another call (ChatSession wants one at a time)
+        self.lose_ends = False  # drop every TurnEnded "done", as a full mailbox would
 
     @contextmanager
     def _one(self, name: str):
@@ -159,7 +160,8 @@ class ScriptedSession:
             if not isinstance(item, threading.Event):
                 self.events.put(dataclasses.replace(item, turn=turn))
         self._running = None
-        self.events.put(schema.TurnEnded(turn, "done", False, ""))
+        if not self.lose_ends:
+            self.events.put(schema.TurnEnded(turn, "done", False, ""))
 
     def stop(self):
         self.stops += 1
@@ -174,7 +176,8 @@ class ScriptedSession:
     def status(self):
         with self._one("status"):
             return {"messages": len(self.sent) + len(self.notes), "view_bytes": 97_312, "view_budget": 128_000,
-                    "pending": 3, "failures": 0, "model": "scripted", "cache_share": 0.98, "usage": {}}
+                    "pending": 3, "failures": 0, "model": "scripted", "cache_share": 0.98, "usage": {},
+                    "turn": -1 if self._running is None else self._running}
 
     def note(self, text):
         with self._one("note"):

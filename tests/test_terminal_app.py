@@ -200,3 +200,13 @@ def test_a_refused_image_is_dropped_with_words_and_the_next_message_goes(tmp_pat
         chat.line("then just this")
         chat.wait(lambda t: len(session.sent) == 1, "the send")
     assert session.sent == [("then just this", ())]
+
+
+def test_a_lost_end_of_turn_does_not_leave_the_chat_busy_for_ever():
+    session = ScriptedSession([schema.TurnText(0, "All of it.")])
+    session.lose_ends = True
+    with running(session) as chat:
+        chat.line("go")
+        chat.wait_printed("(the end of this reply was lost on the way; the log has it all: /zoom shows it)")
+        assert chat.terminal.printed[-2] == "All of it."
+        assert not chat.terminal.busy

@@ -199,6 +199,7 @@ def test_live_thinking_shows_only_its_last_rows():
     view = Transcript(width=10)
     feed(view, schema.TurnThinking(1, "\n".join(f"line {n}" for n in range(20))))
     assert texts(view.live(rows=3)) == ["line 17", "line 18", "line 19"]
+    assert texts(view.live(rows=30)) == [f"line {n}" for n in range(14, 20)]  # a glimpse: six rows at most
     feed(view, schema.TurnThinkingDone(1), schema.TurnText(1, "x" * 25))
     assert texts(view.live(rows=8)) == ["xxxxxxxxxx", "xxxxxxxxxx", "xxxxx"]
 
