@@ -210,3 +210,14 @@ def test_a_lost_end_of_turn_does_not_leave_the_chat_busy_for_ever():
         chat.wait_printed("(the end of this reply was lost on the way; the log has it all: /zoom shows it)")
         assert chat.terminal.printed[-2] == "All of it."
         assert not chat.terminal.busy
+
+
+def test_a_pasted_block_of_lines_is_one_message():
+    session = ScriptedSession()
+    with running(session) as chat:
+        chat.type("\x1b[200~def f():\r\n    return 42\x1b[201~")
+        chat.wait(lambda t: t.buffer.text == "def f():\n    return 42", "the pasted text")
+        chat.type("\r")
+        chat.wait(lambda t: len(session.sent) == 1, "the send")
+        chat.wait_printed("      return 42")
+    assert session.sent == [("def f():\n    return 42", ())]
