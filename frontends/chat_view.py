@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from prompt_toolkit.utils import get_cwidth
+
 __all__ = [
     "COMMANDS",
     "Command",
@@ -39,6 +41,9 @@ Line = tuple[tuple[str, str], ...]
 
 THINKING_ROWS = 6
 """The live thinking shows its last rows only: it is a glimpse, folded when done."""
+
+LOGGED_ROWS = 4
+"""Rows shown of each message from the log when the chat opens."""
 
 
 def plain(line: Line) -> str:
@@ -277,7 +282,16 @@ def _one_line(text: str) -> str:
 
 
 def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+    """`text` cut to `width` terminal columns (wide characters count two), marked with …."""
+    if get_cwidth(text) <= width:
+        return text
+    used, out = 1, []
+    for char in text:
+        used += get_cwidth(char)
+        if used > width:
+            break
+        out.append(char)
+    return "".join(out) + "…"
 
 
 def _rows(text: str, width: int) -> list[str]:
@@ -340,6 +354,22 @@ class Transcript:
             self._out.append((("class:user.prompt", "› " if at == 0 else "  "), ("class:user", row)))
         for image in images:
             self._out.append((("class:info", f"  [image {image}]"),))
+
+    def logged(self, message: int, text: str) -> None:
+        """A message from the log (`zoom(id, 1)`'s `kind: text`), as the chat opens: its
+        first rows; tool calls as calls; tool results left out."""
+        kind, _, body = text.partition(": ")
+        rows = body.split("\n")
+        shown = "\n".join(rows[:LOGGED_ROWS]) + (f" … (/zoom {message} for all)" if len(rows) > LOGGED_ROWS else "")
+        if kind == "user":
+            self.user(shown)
+        elif kind == "everchat":
+            self.info(shown, "class:reply")
+        elif kind == "tool":
+            name, _, arguments = body.partition(" ")
+            self.info(_fit("⚙ " + tool_line(name, arguments), self.width), "class:tool")
+        elif kind != "echo":
+            self.info(f"{kind}: {shown}")
 
     def info(self, text: str, style: str = "class:info") -> None:
         for row in text.split("\n"):

@@ -47,7 +47,6 @@ from everchat.frontends.chat_view import (
     plain,
     status_lines,
     status_text,
-    tool_line,
 )
 from everchat.transport import AskTimeout
 
@@ -294,26 +293,9 @@ class Terminal:
                 self.transcript.info(self.title)
             self.transcript.info(f"{count} message{'s' if count != 1 else ''} so far · /help lists the commands")
             for message in range(max(0, count - HISTORY_SHOWN), count):
-                self._show_logged(message, self.session.zoom(message, 1))
+                self.transcript.logged(message, self.session.zoom(message, 1))
         except Exception as error:  # an unreadable history must not keep the chat closed
             self.transcript.error(f"could not show the last messages: {error}")
-
-    def _show_logged(self, message: int, text: str) -> None:
-        kind, _, body = text.partition(": ")
-        rows = body.split("\n")
-        more = f" … (/zoom {message} for all)" if len(rows) > 4 else ""
-        head = rows[:4]
-        if kind == "user":
-            self.transcript.user("\n".join(head) + more)
-        elif kind == "everchat":
-            self.transcript.info("\n".join(head) + more, "class:reply")
-        elif kind == "tool":
-            name, _, arguments = body.partition(" ")
-            self.transcript.info(_fit("⚙ " + tool_line(name, arguments), self.transcript.width), "class:tool")
-        elif kind == "echo":
-            return
-        else:
-            self.transcript.info(f"{kind}: " + "\n".join(head) + more)
 
     # ---- keys ------------------------------------------------------------------------------
 
@@ -485,10 +467,6 @@ class Terminal:
             self._emit()
 
         self.app.create_background_task(wait())
-
-
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _words(error: Exception) -> str:

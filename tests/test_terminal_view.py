@@ -232,3 +232,21 @@ def test_status_in_words_names_the_view_the_summaries_and_the_tokens():
         "model: demo · 50% of prompt tokens read from the cache",
         "tokens: input 2,967, cache read 1,200",
     ]
+
+
+def test_a_reopened_chat_shows_logged_messages_briefly_and_tool_calls_as_calls():
+    view = Transcript(width=40)
+    view.logged(0, "user: Remember amber-42.")
+    view.logged(1, "tool: zoom {\"id\": 0, \"n\": 1}")
+    view.logged(2, "echo: user: Remember amber-42.")
+    view.logged(3, "everchat: " + "\n".join(f"row {n}" for n in range(6)))
+    view.logged(4, "note: born in Lisbon")
+    assert texts(view.take()) == ["› Remember amber-42.", "⚙ zoom(id=0, n=1)", "row 0", "row 1", "row 2",
+                                  "row 3 … (/zoom 3 for all)", "note: born in Lisbon"]
+
+
+def test_one_line_tool_calls_fit_the_terminal_in_columns_not_characters():
+    view = Transcript(width=12)
+    feed(view, schema.TurnToolCall(1, "d", "x", "{}"))
+    (line,) = feed(view, schema.TurnToolResult(1, "d", "x", False, "日本語のテキスト"))
+    assert line == "⚙ x() → 日…"  # 8 columns, one wide character (2), the mark (1): 11 of 12
