@@ -4,6 +4,7 @@ scenarios on the real ChatSession are in test_terminal_chat.py and test_terminal
 
 from __future__ import annotations
 
+import re
 import threading
 
 from terminal_world import ScriptedSession, running
@@ -221,3 +222,17 @@ def test_a_pasted_block_of_lines_is_one_message():
         chat.wait(lambda t: len(session.sent) == 1, "the send")
         chat.wait_printed("      return 42")
     assert session.sent == [("def f():\n    return 42", ())]
+
+
+def test_r6_the_thinking_is_drawn_dimmed_while_it_streams_then_folds():
+    gate = threading.Event()
+    session = ScriptedSession([schema.TurnThinking(0, "Pondering deeply"), gate, schema.TurnThinkingDone(0),
+                               schema.TurnText(0, "Done.\n")])
+    with running(session) as chat:
+        chat.line("go")
+        chat.wait(lambda t: "Pondering deeply" in chat.screen.getvalue(), "the thinking on screen")
+        assert re.search(r"\x1b\[0;38;5;245;3mPondering deeply", chat.screen.getvalue())  # grey, italic
+        gate.set()
+        at = chat.wait_printed("Done.")
+        assert chat.terminal.printed[at - 1] == "▸ thought for 2 words"
+        assert not any("Pondering" in line for line in chat.terminal.printed)  # folded, not kept
