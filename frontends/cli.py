@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_FAILED, EXIT_USAGE, CommandError, UsageError
+from everchat.frontends.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
 
 __all__ = ["main", "default_data_dir"]
 
@@ -138,7 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         return error.status
     except KeyboardInterrupt:
         print("everchat: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader left (`everchat view | head`): not an error of ours; keep the
+        # interpreter from complaining again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_FAILED",
     "EXIT_USAGE",
+    "EXIT_INTERRUPTED",
     "CommandError",
     "UsageError",
     "load_settings",
@@ -26,6 +27,7 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 class CommandError(Exception):

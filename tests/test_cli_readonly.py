@@ -1,0 +1,122 @@
+"""R5: `view`, `zoom`, `date`, `status` and `check` never take the lock and never write.
+
+They run as real processes against a chat held open by a running `everchat serve`
+(its log writer holds the lock), and the folder's every file, byte and mtime is the
+same afterwards; on a folder without a chat they fail clearly and make nothing; wrong
+arguments exit 2 and change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from everchat.actors.chat import Chat
+from everchat.frontends.cli import main
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under `folder`: its bytes and mtime (ns)."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_socket():
+            out[str(path.relative_to(folder))] = (path.read_bytes(), path.stat().st_mtime_ns)
+        elif path.is_dir():
+            out[str(path.relative_to(folder)) + "/"] = (b"", path.stat().st_mtime_ns)
+    return out
+
+
+def everchat(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def chat(tmp_path):
+    """A chat of short notes (free leaves, R11; the larger merges need compactions)."""
+    folder = tmp_path / "chat"
+    with Chat.open(folder, create=True) as writer:
+        for k in range(40):
+            writer.add("note", f"note {k}: the amber-{k} probe")
+    return folder
+
+
+@pytest.fixture
+def served(chat):
+    """`everchat serve` holding the chat (its log writer has the lock), with every
+    summary built first so that the running chat has nothing to write meanwhile."""
+    assert everchat("--demo", "compact", "--data-dir", str(chat)).returncode == 0
+    server = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--demo", "serve",
+                               "--data-dir", str(chat)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("everchat: serving"), line + server.stderr.read()
+        yield chat
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        server.stdout.close()
+        server.stderr.close()
+
+
+def test_r5_read_only_commands_work_while_the_chat_is_open_and_change_no_byte(served):
+    chat = served
+    assert Path(chat / "writer.lock").read_text()  # the server holds it and names itself there
+    before = snapshot(chat)
+    view = everchat("view", "--data-dir", str(chat))
+    assert view.returncode == 0 and "0+1|note: note 0: the amber-0 probe" in view.stdout
+    status = everchat("--data-dir", str(chat), "status")
+    assert status.returncode == 0
+    figures = json.loads(status.stdout)
+    assert (figures["messages"], figures["pending"]) == (40, 0)
+    zoom = everchat("zoom", "8+8", "--data-dir", str(chat))
+    assert zoom.returncode == 0 and zoom.stdout.startswith("8+4|")
+    whole = everchat("zoom", "39", "--data-dir", str(chat))
+    assert whole.stdout == "note: note 39: the amber-39 probe\n"
+    date = everchat("date", "39", "--data-dir", str(chat))
+    assert date.returncode == 0 and date.stdout[:4].isdigit()
+    check = everchat("check", "--data-dir", str(chat))
+    assert check.returncode == 0 and json.loads(check.stdout)["ok"] is True
+    assert snapshot(chat) == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["zoom", "6", "4"], "No line 6+4."),
+    (["zoom", "0", "3"], "No line 0+3."),
+    (["zoom", "32+16"], "No line 32+16."),
+    (["zoom", "40"], "No line 40+1."),
+    (["zoom", "0", "1", "--page", "2"], "Message 0 has 1 page, not page 2."),
+    (["zoom", "abc"], "ID is a message id (a whole number), not 'abc'"),
+    (["zoom", "4+4", "4"], "already names its line"),
+    (["zoom", "-1"], "ID is a message id (0 or more), not -1"),
+    (["date", "99"], "No message 99."),
+    (["date", "today"], "not 'today'"),
+    (["zoom"], "the following arguments are required: id"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_r35_wrong_arguments_exit_2_with_the_reason_and_change_nothing(chat, capsys, args, words):
+    before = snapshot(chat)
+    assert main([*args, "--data-dir", str(chat)]) == 2
+    assert words in capsys.readouterr().err
+    assert snapshot(chat) == before
+
+
+@pytest.mark.parametrize("command", [["view"], ["status"], ["zoom", "0"], ["date", "0"], ["check"]])
+def test_a_folder_without_a_chat_fails_clearly_and_stays_as_it_was(tmp_path, capsys, command):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a chat")
+    before = snapshot(empty)
+    assert main([*command, "--data-dir", str(empty)]) == 1
+    assert f"everchat: {empty} holds no chat" in capsys.readouterr().err
+    assert snapshot(empty) == before
+    missing = tmp_path / "missing"
+    assert main([*command, "--data-dir", str(missing)]) == 1
+    assert "holds no chat" in capsys.readouterr().err
+    assert not missing.exists()
