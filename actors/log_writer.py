@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from everchat.actors.drafts import recover_draft, save_draft
 from everchat.actors.store import ChatStore
 from everchat.transport import Actor, schema
 
@@ -35,6 +36,7 @@ class LogWriter(Actor):
         supervisor sees the failure and does not retry a locked folder forever."""
         super().on_start()
         self.store = ChatStore.open(self.path, create=True)
+        recover_draft(self.store)  # a reply a crash cut short is logged, marked incomplete (R37)
 
     def on_stop(self) -> None:
         """Runs in the actor's thread after the last message: releases the lock."""
@@ -104,3 +106,15 @@ class LogWriter(Actor):
     def on_save_views(self, msg: schema.SaveViews, delivery) -> schema.Ack:
         self.store.save_views(msg.view, msg.cview)
         return schema.Ack()
+
+    # -- the turn runner's drafts and the front ends' images (R9, R37) -------------------
+
+    def on_save_draft(self, msg: schema.SaveDraft, delivery) -> schema.Ack:
+        save_draft(self.store.path, msg.key, msg.text, msg.meta)
+        return schema.Ack()
+
+    def on_put_asset(self, msg: schema.PutAsset, delivery) -> schema.AssetPut:
+        return schema.AssetPut(digest=self.store.put_asset(msg.data))
+
+    def on_read_asset(self, msg: schema.ReadAsset, delivery) -> schema.AssetData:
+        return schema.AssetData(data=self.store.asset(msg.digest))

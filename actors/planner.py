@@ -184,6 +184,11 @@ class PlannerActor(Actor):
         self._hand_out()
         return None  # answered later, with delivery.reply
 
+    def on_planner_status(self, msg: schema.PlannerStatus, delivery) -> schema.PlannerState:
+        """The figures and the view as they stand, for `status` and `view` (never waits,
+        never changes what starts, unlike SettleView)."""
+        return schema.PlannerState(status=self.planning.status(), view=self.planning.render_view())
+
     def on_pool_idle(self, msg: schema.PoolIdle, delivery):
         """Answered once no compaction runs, after planning every message logged so far
         (a notice lost while this planner restarted is caught up here)."""

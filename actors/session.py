@@ -26,76 +26,203 @@ Events (all in `transport.schema`, `turn` = the id of the user message that open
 
 from __future__ import annotations
 
+import itertools
+import os
+import queue
+import threading
+import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from everchat.transport import schema
+from everchat.actors.planning import ZoomError
+from everchat.actors.turn_runner import AskReader
+from everchat.actors.turns import MemoryTools
+from everchat.transport import Actor, schema
 
-__all__ = ["ChatSession", "TurnEvent"]
+__all__ = ["ChatSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]
 
 TurnEvent = (schema.TurnStarted | schema.TurnText | schema.TurnThinking | schema.TurnThinkingDone
              | schema.TurnToolCall | schema.TurnToolResult | schema.TurnJoined | schema.TurnEnded | schema.Notice)
+
+EVENT_TYPES = (schema.TurnStarted, schema.TurnText, schema.TurnThinking, schema.TurnThinkingDone,
+               schema.TurnToolCall, schema.TurnToolResult, schema.TurnJoined, schema.TurnEnded, schema.Notice)
+
+_ASK_SECONDS = 30.0
+_sessions = itertools.count(1)
+
+
+class _Listener(Actor):
+    """Hosted in the session's node: hands turn events to `next_event`, turns failed
+    compactions into notices (R30: never silent) and counts them."""
+
+    def __init__(self, events: queue.Queue, counts: dict) -> None:
+        super().__init__()
+        self.events = events
+        self.counts = counts
+
+    def _take(self, msg: schema.Message, delivery) -> None:
+        self.events.put(msg)
+
+    def on_compaction_failed(self, msg: schema.CompactionFailed, delivery) -> None:
+        self.counts["failures"] += 1
+        first, count = msg.i << msg.l, 1 << msg.l
+        self.events.put(schema.Notice("warning", f"Summarizing {first}+{count} failed ({msg.failures} of 3): "
+                                                 f"{msg.reason}"))
+
+    def on_events_missed(self, topic: str, count: int) -> None:
+        self.events.put(schema.Notice("warning", f"{count} {topic} event(s) were lost on the way; "
+                                                 f"the log has everything"))
+
+
+for _cls in EVENT_TYPES:
+    setattr(_Listener, _cls.handler, _Listener._take)
 
 
 class ChatSession:
     """One open chat with its actors running. Methods are safe to call from any one thread
     at a time (a front end's loop); `stop` may be called from another thread (Ctrl-C)."""
 
+    def __init__(self, supervisor, settings) -> None:
+        self.supervisor = supervisor
+        self.settings = settings
+        self.node = supervisor.node
+        self.events: queue.Queue = queue.Queue()
+        self.counts = {"failures": 0}
+        self.listener = f"session.{os.getpid()}.{next(_sessions)}"
+        self.node.host(self.listener, _Listener, self.events, self.counts)
+        for topic in ("turn", "failed"):
+            self.node.subscribe(topic, self.listener)
+        self.memory = MemoryTools(AskReader(self.node))
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<ChatSession {self.supervisor.chat} pid={os.getpid()}>"
+
     @classmethod
     def open(cls, settings, *, placement=None, extra_tools=(), chat: str | Path | None = None) -> "ChatSession":
         """Start the supervisor and every actor, the turn runner included (single process
         by default). The log writer takes the chat folder's lock (R5): a second session on
         the same folder fails with `ChatLocked` naming the owner. `chat` defaults to
-        `settings.home / "chat"`. `extra_tools`: `(ToolSpec, handler)` pairs offered to the
-        model after the memory tools (benchmarks, devices); `handler(input: dict) -> str`
-        runs in the turn runner's thread (single placement only)."""
-        raise NotImplementedError
+        `settings.chat_dir` (else `settings.home / "chat"`). `extra_tools`: `(ToolSpec,
+        handler)` pairs offered to the model after the memory tools (benchmarks, devices);
+        `handler(arguments: dict) -> str | ToolOutcome` runs in the turn runner's thread
+        (single placement only)."""
+        from everchat.actors.memory import Budget
+        from everchat.actors.supervisor import Placement, Supervisor
+
+        if chat is None:
+            chat = getattr(settings, "chat_dir", None) or Path(settings.home) / "chat"
+        placement = placement or Placement(workers=settings.compaction_jobs)
+        if extra_tools and placement.mode != "single":
+            raise ValueError("extra tools are Python callables: they run in the single placement only")
+        supervisor = Supervisor(chat, placement, Budget(jobs=placement.workers), settings=settings,
+                                extra_tools=tuple(extra_tools))
+        supervisor.start()
+        try:
+            session = cls(supervisor, settings)
+            session._check_started()
+        except BaseException:
+            supervisor.stop()
+            raise
+        return session
+
+    def _check_started(self) -> None:
+        # The log writer opens the folder in its start: a locked or corrupt chat fails
+        # there, and the first ask says so (ActorStopped, with the log naming why).
+        self.node.ask("log_writer", schema.CountMessages(), timeout=_ASK_SECONDS)
+
+    # -- turns -----------------------------------------------------------------------
 
     def send(self, text: str, images: Sequence[Path] = ()) -> int:
         """R36: the person's message. Returns its id once it is logged. While a turn runs,
         the message is logged at once and handed to the call between tool calls; otherwise
         a fresh turn starts: its view is rendered (and settled, up to `settle_timeout`)
         before the message is logged, so this may wait that long."""
-        raise NotImplementedError
+        digests = [self.node.ask("log_writer", schema.PutAsset(data=Path(path).read_bytes()),
+                                 timeout=_ASK_SECONDS).digest for path in images]
+        msg = schema.UserInput(text=text, images=digests, key=f"input-{uuid.uuid4().hex}")
+        reply = self.node.ask("turn_runner", msg, timeout=self.settings.settle_timeout + 2 * _ASK_SECONDS)
+        return reply.ids[0]
 
     def stop(self) -> None:
         """/stop, Ctrl-C: end the running call. What was streamed is kept, logged marked
         incomplete (R37); the chat is ready for the next input. No turn: nothing happens."""
-        raise NotImplementedError
+        self.node.ask("turn_runner", schema.StopTurn(), timeout=_ASK_SECONDS)
 
     def next_event(self, timeout: float | None = None) -> TurnEvent | None:
         """The next turn event or notice, in order; None after `timeout` seconds."""
-        raise NotImplementedError
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    # -- memory ----------------------------------------------------------------------
+
+    def _planner_state(self) -> schema.PlannerState:
+        return self.node.ask("planner", schema.PlannerStatus(), timeout=_ASK_SECONDS)
 
     def status(self) -> dict:
         """messages, view_bytes, view_budget, pending (unbuilt lines), failures (compaction
-        calls failed this run), model, cache_share (cache reads / prompt tokens), usage."""
-        raise NotImplementedError
+        calls failed this run), model, cache_share (cache reads / prompt tokens), usage;
+        plus the planner's own figures under `planner`."""
+        planner = self._planner_state().status
+        turn = self.node.ask("turn_runner", schema.TurnStatus(), timeout=_ASK_SECONDS)
+        usage = turn.usage
+        prompt = usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+        return {
+            "messages": planner["messages"],
+            "view_bytes": planner["view_bytes"],
+            "view_budget": planner["ceiling"],
+            "pending": planner["unbuilt_lines"],
+            "failures": self.counts["failures"],
+            "model": turn.model,
+            "turn": turn.turn,
+            "cache_share": usage.get("cache_read", 0) / prompt if prompt else 0.0,
+            "usage": usage,
+            "planner": planner,
+        }
 
     def note(self, text: str) -> int:
         """Log a `note` (a memory from before the chat, R3); returns its (first) id."""
-        raise NotImplementedError
+        msg = schema.Append(kind="note", text=text, key=f"note-{uuid.uuid4().hex}", images=[], meta=None)
+        return self.node.ask("log_writer", msg, timeout=_ASK_SECONDS).ids[0]
 
     def view(self) -> str:
         """The view as it stands (R14, placeholders for unbuilt lines, R15)."""
-        raise NotImplementedError
+        return self._planner_state().view
 
     def zoom(self, id: int | str, n: int = 1, page: int = 1) -> str:
         """R35: zoom(id, n), zoom(id, 1) (the message whole, paged), zoom("Name") (an
         agent's transcript). Wrong arguments raise `ZoomError` with the tool's words."""
-        raise NotImplementedError
+        if isinstance(id, str):
+            return self.memory.transcript(id, page)
+        return self.memory.zoom(id, n, page).text
 
     def date(self, id: int) -> str:
         """R35: the local date and time message `id` was logged (`ZoomError` if none)."""
-        raise NotImplementedError
+        return self.memory.date(id)
 
     def compact(self, timeout: float | None = None) -> None:
-        """Wait until every pending summary is built (TimeoutError after `timeout`)."""
-        raise NotImplementedError
+        """Wait until every pending summary is built (TimeoutError after `timeout`): the
+        view's lines (failed ones are retried every 10 s meanwhile, R30), then whatever
+        else the pool is building."""
+        limit = 3600.0 if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        count = self.node.ask("log_writer", schema.CountMessages(), timeout=_ASK_SECONDS).messages
+        settled = self.node.ask("planner", schema.SettleView(until=count, timeout=limit),
+                                timeout=limit + _ASK_SECONDS)
+        if settled.unbuilt and self._planner_state().status["unbuilt_lines"]:
+            raise TimeoutError(f"{self}: {settled.unbuilt} line(s) still unbuilt after {limit:g} s")
+        left = max(0.001, deadline - time.monotonic())
+        self.node.ask("planner", schema.PoolIdle(), timeout=left)
 
     def close(self) -> None:
         """Stop every actor and release the chat's lock. Idempotent."""
-        raise NotImplementedError
+        if self._closed:
+            return
+        self._closed = True
+        self.supervisor.stop()
 
     def __enter__(self) -> "ChatSession":
         return self

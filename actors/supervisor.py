@@ -29,6 +29,7 @@ from everchat.actors.compactor import CompactorWorker
 from everchat.actors.log_writer import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner import PlannerActor
+from everchat.actors.turn_runner import SETTINGS_ENV, TurnRunnerActor, settings_flags
 from everchat.transport import Actor, KeyStore, Node, schema
 
 __all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor"]
@@ -65,18 +66,23 @@ class Placement:
 
 
 def actor_names(placement: Placement) -> list[str]:
-    """Start order: the log writer first (everyone asks it), then the planner, then workers."""
-    return ["log_writer", "planner"] + [f"compactor.{n}" for n in range(placement.workers)]
+    """Start order: the log writer first (everyone asks it), then the planner, the turn
+    runner (R36: it asks both), then workers."""
+    return ["log_writer", "planner", "turn_runner"] + [f"compactor.{n}" for n in range(placement.workers)]
 
 
-def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "configured"):
-    """The class and arguments of the actor called `name`."""
+def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "configured", settings=None,
+                extra_tools: tuple = ()):
+    """The class and arguments of the actor called `name`. The turn runner takes the
+    session's `settings` (None: it reads them itself) and its extra tools."""
     if name == "log_writer":
         return LogWriter, (chat,)
     if name == "planner":
         return PlannerActor, (budget,)
     if name.startswith("compactor."):
         return CompactorWorker, ("planner", summarizer)
+    if name == "turn_runner":
+        return TurnRunnerActor, (settings if settings is not None else "configured", tuple(extra_tools))
     raise ValueError(f"no actor is called {name!r}")
 
 
@@ -134,8 +140,10 @@ class Supervisor:
     """Runs a chat's actors by a placement. `start()` returns once every actor is up."""
 
     def __init__(self, chat: str | Path, placement: Placement | None = None, budget: Budget | None = None,
-                 run_dir: str | Path | None = None) -> None:
+                 run_dir: str | Path | None = None, settings=None, extra_tools: tuple = ()) -> None:
         self.chat = Path(chat)
+        self.settings = settings  # the turn runner's (config.Settings); None: read from the environment
+        self.extra_tools = tuple(extra_tools)
         self.placement = placement or Placement()
         self.budget = budget or Budget(jobs=self.placement.workers)
         self.run_dir = Path(run_dir) if run_dir else self.chat / "run"
@@ -198,7 +206,8 @@ class Supervisor:
     def _launch(self, child: _Child) -> None:
         child.registered.clear()
         if self.placement.mode == "single":
-            cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer)
+            cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer,
+                                    self.settings, self.extra_tools)
             child.ref = self.node.host(child.name, cls, *args)
             child.host, child.pid = socket.gethostname(), os.getpid()
             child.registered.set()
@@ -214,7 +223,12 @@ class Supervisor:
         ]
         if self.keys is not None:
             command += ["--keys", str(self.chat / "config")]
-        child.process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        env = None
+        if self.settings is not None:
+            # The turn runner in its own process resolves the same settings (keys stay
+            # in the environment, never on a command line).
+            env = dict(os.environ, **{SETTINGS_ENV: json.dumps(settings_flags(self.settings))})
+        child.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
 
     def registered(self, msg: schema.Register) -> schema.Directory:
         """A process announced an actor (started by us or joining from elsewhere)."""

@@ -1,0 +1,72 @@
+"""The streaming reply's draft: what survives a crash mid-stream (R37).
+
+While a reply streams, the turn runner has the log writer save the text so far in
+`draft.json` (beside the log; written atomically: temporary file, fsync, rename, folder
+fsync), under the key its finished `everchat` message will have. When the message is
+logged the draft is cleared. If the process dies in between, the log writer's next start
+logs the draft as that message, marked incomplete, under the same key: a draft whose
+message did reach the log is not logged twice (the key makes the append idempotent).
+
+    {"version": 1, "key": "turn-12-3", "text": "…", "meta": {"turn": 12, "incomplete": "crashed"}}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from everchat.actors.store._files import atomic_write, fsync_dir, read_small
+
+__all__ = ["DRAFT_NAME", "DRAFT_VERSION", "save_draft", "load_draft", "recover_draft"]
+
+log = logging.getLogger("everchat.drafts")
+
+DRAFT_NAME = "draft.json"
+DRAFT_VERSION = 1
+
+
+def save_draft(chat: Path, key: str | None, text: str, meta: dict | None) -> None:
+    """Replace the draft (R4's atomic replace); `key` None removes it."""
+    path = Path(chat) / DRAFT_NAME
+    if key is None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        fsync_dir(path.parent)
+        return
+    record = {"version": DRAFT_VERSION, "key": key, "text": text, "meta": meta or {}}
+    atomic_write(path, (json.dumps(record, ensure_ascii=False) + "\n").encode())
+
+
+def load_draft(chat: Path) -> dict | None:
+    """The saved draft, or None. A draft of another version is an error naming the file."""
+    path = Path(chat) / DRAFT_NAME
+    data = read_small(path)
+    if data is None:
+        return None
+    record = json.loads(data)
+    if not isinstance(record, dict) or record.get("version") != DRAFT_VERSION:
+        raise ValueError(f"{path}: not a version {DRAFT_VERSION} draft")
+    return record
+
+
+def recover_draft(store) -> list[int]:
+    """At the log writer's start: log a draft left by a crash, marked incomplete (R37),
+    then remove it. Returns the ids it was logged under ([] when there was none)."""
+    from everchat.actors.turns import incomplete_text
+
+    record = load_draft(store.path)
+    if record is None:
+        return []
+    ids: list[int] = []
+    if record["text"].strip():
+        meta = dict(record.get("meta") or {})
+        why = meta.setdefault("incomplete", "crashed")
+        before = store.message_count
+        ids = store.append_message("everchat", incomplete_text(record["text"], why), key=record["key"], meta=meta)
+        if ids and ids[0] >= before:
+            log.warning("%s: logged the reply a crash cut short (%s) as message %d", store, record["key"], ids[0])
+    save_draft(store.path, None, "", None)
+    return ids

@@ -1,0 +1,333 @@
+"""The turn runner actor: one turn at a time; input arriving mid-turn joins it (R36, R37).
+
+A thin shell around `turns.TurnRunner`. The actor's own thread answers messages
+(`UserInput`, `StopTurn`, `TurnStatus`); one worker thread runs turns, so a turn that
+streams for a minute never keeps the actor from taking the next input or a stop.
+Everything a turn logs goes to the log writer as an `Append` with an idempotency key;
+the view comes from the planner (`SettleView`); events go out on topic "turn".
+
+Input while a turn is on (R36): once the turn's own message is logged, a new message
+is logged at once (its sender gets its id) and handed to the call at the next boundary;
+a message that arrives while the turn still settles its view is logged right after the
+turn's own, so the log keeps the order the person typed in.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+
+from everchat.actors.models import ImageBlock, Request, ToolSpec
+from everchat.actors.prompt import Prompt
+from everchat.actors.turns import Input, MemoryTools, ToolOutcome, TurnRunner, media_type
+from everchat.transport import Actor, TransportError, schema
+
+__all__ = ["TurnRunnerActor", "AskReader", "SETTINGS_ENV", "settings_flags", "configured_settings"]
+
+log = logging.getLogger("everchat.turn_runner")
+
+SETTINGS_ENV = "EVERCHAT_TURN_SETTINGS"
+"""A turn runner started in its own process reads the session's settings (as flags, no
+keys: those come from the environment) from this variable."""
+
+_ASK_SECONDS = 30.0
+_POLL_SECONDS = 0.05
+
+
+def settings_flags(settings) -> dict:
+    """The settings as `config.load` flags, so another process resolves the same ones
+    (keys stay in the environment)."""
+    flags: dict = {}
+    for role in ("reply", "compaction"):
+        model = getattr(settings, role)
+        for key in ("provider", "model", "base_url", "effort", "dummy_key"):
+            value = getattr(model, key)
+            if value is not None:
+                flags[f"{role}.{key}"] = value
+    flags["settle_timeout"] = settings.settle_timeout
+    flags["tool_rounds"] = settings.tool_rounds
+    flags["compaction_jobs"] = settings.compaction_jobs
+    if settings.instructions_file is not None:
+        flags["instructions"] = str(settings.instructions_file)
+    return flags
+
+
+def configured_settings():
+    """The settings of a turn runner in a process of its own: the session's (from
+    `SETTINGS_ENV`), else the usual flag-less load."""
+    from everchat.actors.config import load
+
+    given = os.environ.get(SETTINGS_ENV)
+    return load(json.loads(given) if given else None)
+
+
+class AskReader:
+    """`turns.MemoryReader` over asks to the log writer (the turn runner's and a session's)."""
+
+    def __init__(self, node, log_writer: str = "log_writer") -> None:
+        self._node = node
+        self.log_writer = log_writer
+
+    def _ask(self, msg: schema.Message) -> schema.Message:
+        return self._node.ask(self.log_writer, msg, timeout=_ASK_SECONDS)
+
+    def count(self) -> int:
+        return self._ask(schema.CountMessages()).messages
+
+    def message(self, i: int) -> schema.MessageRecord:
+        return self._ask(schema.ReadMessage(i=i))
+
+    def node(self, l: int, i: int) -> str | None:  # noqa: E741
+        return self._ask(schema.ReadNodes(nodes=[(l, i)])).texts[0]
+
+    def asset(self, digest: str) -> bytes:
+        return self._ask(schema.ReadAsset(digest=digest)).data
+
+
+class _Pending:
+    """An input and the ask waiting for its ids."""
+
+    def __init__(self, msg: schema.UserInput, delivery) -> None:
+        self.msg = msg
+        self.delivery = delivery
+
+
+class TurnRunnerActor(Actor):
+    """Runs the chat's turns. `settings`: a `config.Settings`, or "configured" (read in
+    `on_start`, see `configured_settings`). `extra_tools`: `(ToolSpec, handler)` pairs,
+    `handler(arguments: dict) -> str | ToolOutcome`, run in the turn's thread."""
+
+    def __init__(self, settings="configured", extra_tools: Sequence = (), log_writer: str = "log_writer",
+                 planner: str = "planner") -> None:
+        super().__init__()
+        self.settings = settings
+        self.extra_tools = tuple(extra_tools)
+        self.log_writer = log_writer
+        self.planner = planner
+        self.core: TurnRunner | None = None
+        self.connection = None
+        self.memory: MemoryTools | None = None
+        self._lock = threading.Lock()
+        self._active = False  # a turn is on: new input joins it
+        self._turn = -1  # the running turn's message id, once logged
+        self._unlogged: list[_Pending] = []  # arrived while the turn settled its view
+        self._joined: list[Input] = []  # logged, not yet handed to the call
+        self._halt = threading.Event()
+        self._work: queue.Queue = queue.Queue()
+        self._worker: threading.Thread | None = None
+
+    def on_start(self) -> None:
+        """Runs in the actor's thread: read the settings, build the chat's one prompt
+        (R34: the same bytes for every turn of this run), start the worker thread. The
+        model connection is made at the first turn, so a missing key is a turn's error."""
+        super().on_start()
+        if self.settings == "configured":
+            self.settings = configured_settings()
+        specs = tuple(spec for spec, _ in self.extra_tools)
+        self.prompt = Prompt.make(self.settings.instructions(), extra_tools=specs)
+        reply = self.settings.reply
+        self.core = TurnRunner(self.prompt, reply.model, effort=reply.effort, tool_rounds=self.settings.tool_rounds)
+        self.memory = MemoryTools(AskReader(self.node, self.log_writer))
+        self._handlers = {spec.name: handler for spec, handler in self.extra_tools}
+        self._worker = threading.Thread(target=self._run_turns, name=f"{self.name}-turns", daemon=True)
+        self._worker.start()
+
+    def on_stop(self) -> None:
+        """Runs in the actor's thread: stop the running call and the worker."""
+        self._halt.set()
+        self._work.put(None)
+        if self._worker is not None:
+            self._worker.join(timeout=5)
+        super().on_stop()
+
+    # -- messages ----------------------------------------------------------------------
+
+    def on_user_input(self, msg: schema.UserInput, delivery):
+        """R36: start a turn, or join the running one (answered once the input is logged)."""
+        with self._lock:
+            if not self._active:
+                self._active = True
+                self._turn = -1
+                self._halt.clear()
+                self._work.put(_Pending(msg, delivery))
+                return None
+            if self._turn < 0:
+                self._unlogged.append(_Pending(msg, delivery))
+                return None
+            ids = self._append("user", msg.text, msg.key, msg.images)
+            self._joined.append(Input(tuple(ids), msg.text, tuple(msg.images)))
+            return schema.InputLogged(ids=ids, turn=self._turn, joined=True)
+
+    def on_stop_turn(self, msg: schema.StopTurn, delivery) -> schema.Ack:
+        """R37: end the running call; what streamed is kept, marked incomplete."""
+        with self._lock:
+            if self._active:
+                self._halt.set()
+        return schema.Ack()
+
+    def on_turn_status(self, msg: schema.TurnStatus, delivery) -> schema.TurnState:
+        with self._lock:
+            turn = self._turn if self._active else -1
+        return schema.TurnState(turn=turn, model=self.settings.reply.model, usage=self.core.usage.to_dict())
+
+    # -- the worker thread --------------------------------------------------------------
+
+    def _run_turns(self) -> None:
+        while True:
+            pending = self._work.get()
+            if pending is None:
+                return
+            io = _ShellIO(self, pending)
+            try:
+                self.core.run(io)
+            except Exception as error:  # the turn is over; the person hears why
+                log.exception("%s: the turn for %r failed", self, pending.msg.text[:40])
+                io.failed(error)
+
+    def _append(self, kind: str, text: str, key: str, images: Sequence[str] = (), meta: dict | None = None) -> list[int]:
+        msg = schema.Append(kind=kind, text=text, key=key, images=list(images), meta=meta)
+        return self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS).ids
+
+    def _connection(self):
+        if self.connection is None:
+            self.connection = self.settings.reply.connect()
+        return self.connection
+
+
+class _ShellIO:
+    """`turns.TurnIO` for one turn: asks, the stream, the tools, the join queue."""
+
+    def __init__(self, actor: TurnRunnerActor, pending: _Pending) -> None:
+        self.actor = actor
+        self.pending = pending
+        self.node = actor.node
+        self.turn = -1
+        self.answered = False
+
+    def settle(self) -> schema.SettledView:
+        actor = self.actor
+        count = self.node.ask(actor.log_writer, schema.CountMessages(), timeout=_ASK_SECONDS).messages
+        timeout = actor.settings.settle_timeout
+        return self.node.ask(actor.planner, schema.SettleView(until=count, timeout=timeout),
+                             timeout=timeout + _ASK_SECONDS)
+
+    def begin(self) -> Input:
+        actor, msg = self.actor, self.pending.msg
+        ids = actor._append("user", msg.text, msg.key, msg.images)
+        self.turn = ids[0]
+        self.pending.delivery.reply(schema.InputLogged(ids=ids, turn=self.turn, joined=False))
+        self.answered = True
+        with actor._lock:
+            actor._turn = self.turn
+            waiting, actor._unlogged = actor._unlogged, []
+            for later in waiting:
+                later_ids = actor._append("user", later.msg.text, later.msg.key, later.msg.images)
+                actor._joined.append(Input(tuple(later_ids), later.msg.text, tuple(later.msg.images)))
+                later.delivery.reply(schema.InputLogged(ids=later_ids, turn=self.turn, joined=True))
+        return Input(tuple(ids), msg.text, tuple(msg.images))
+
+    def log(self, kind, text, key, images=(), meta=None) -> list[int]:
+        return self.actor._append(kind, text, key, images, meta)
+
+    def save_draft(self, key, text, meta) -> None:
+        self.node.ask(self.actor.log_writer, schema.SaveDraft(key=key, text=text, meta=meta), timeout=_ASK_SECONDS)
+
+    def stream(self, request: Request) -> Iterator:
+        return _interruptible(lambda: self.actor._connection().stream(request), self.actor._halt)
+
+    def tool(self, name: str, arguments: dict) -> ToolOutcome:
+        handler = self.actor._handlers.get(name)
+        if handler is None:
+            return self.actor.memory.call(name, arguments)
+        try:
+            result = handler(arguments)
+        except Exception as error:  # a tool's failure is the model's to read, not a crash
+            return ToolOutcome(f"{name} failed: {type(error).__name__}: {error}", is_error=True)
+        return result if isinstance(result, ToolOutcome) else ToolOutcome(str(result))
+
+    def image(self, digest: str) -> ImageBlock:
+        data = self.node.ask(self.actor.log_writer, schema.ReadAsset(digest=digest), timeout=_ASK_SECONDS).data
+        return ImageBlock(data, media_type(data))
+
+    def joined(self, final: bool) -> list[Input]:
+        actor = self.actor
+        with actor._lock:
+            items, actor._joined = actor._joined, []
+            if final and not items:
+                actor._active = False
+                actor._turn = -1
+        return items
+
+    def publish(self, event: schema.Message) -> None:
+        self.node.publish("turn", event)
+
+    def stopped(self) -> bool:
+        return self.actor._halt.is_set()
+
+    def now(self) -> datetime:
+        return datetime.now().astimezone()
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def failed(self, error: Exception) -> None:
+        """The turn broke outside the model call (the log writer or planner is gone)."""
+        detail = f"{type(error).__name__}: {error}"
+        if not self.answered:
+            self.pending.delivery.fail(type(error).__name__, str(error))
+        actor = self.actor
+        with actor._lock:
+            waiting, actor._unlogged = actor._unlogged, []
+            actor._joined = []
+            actor._active = False
+            actor._turn = -1
+        for later in waiting:
+            later.delivery.fail(type(error).__name__, str(error))
+        try:
+            self.publish(schema.TurnEnded(turn=self.turn, reason="error", incomplete=False, detail=detail))
+        except TransportError:
+            log.error("%s: could not publish the end of turn %d", actor, self.turn)
+
+
+_DONE = object()
+
+
+def _interruptible(open_stream, stop: threading.Event) -> Iterator:
+    """The model's events, read in a thread of their own so a stop ends the iteration at
+    once even while the stream waits for its next chunk (R37). The reader closes the
+    HTTP stream when it sees the stop."""
+    events: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        try:
+            stream = open_stream()
+            try:
+                for event in stream:
+                    events.put(event)
+                    if stop.is_set():
+                        break
+            finally:
+                stream.close()
+        except BaseException as error:  # handed to the turn, which reports it
+            events.put(error)
+        events.put(_DONE)
+
+    threading.Thread(target=read, name="turn-stream", daemon=True).start()
+    while True:
+        try:
+            item = events.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if stop.is_set():
+                return
+            continue
+        if item is _DONE:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item

@@ -1,0 +1,567 @@
+"""The turn core (R34-R37): one turn's requests, its tool loop, and what is logged when.
+
+Pure: no sockets, no threads. `TurnRunner.run` drives one turn through a `TurnIO` (the
+actor shell's asks to the log writer and the planner, the model stream, the tools), and
+tests drive it with a scripted `TurnIO`. `MemoryTools` runs the model's `zoom` and `date`
+(R35) over any `MemoryReader`: the turn runner's asks, or a session's.
+
+A turn for input m (R36):
+1. the view is rendered as it stands for the messages before m and settled (`io.settle`:
+   every line built, or the settle timeout's fallback lines) **before** m is logged, so m
+   is never both in the view and after it;
+2. m is logged (`io.begin`); the first request is exactly
+   `[tools] [system] [view blocks] [turn header + m]` (R23's marks: the system prompt, the
+   last whole view block, the request's last block);
+3. each model call streams: text is shown as it comes (`TurnText`), thinking is shown and
+   never logged (R6, R48); a tool call is logged as `tool` when it arrives, after the
+   reply text before it (`everchat`); each result is logged as `echo` before the next
+   request (R37);
+4. between calls, messages the person typed meanwhile (`io.joined`, already logged) are
+   handed to the call after the tool results; a reply without tool calls also takes them
+   in, so nothing typed during a turn waits for another turn;
+5. the turn ends when a reply asks for no tools and nothing joined ("done"), on `stop`
+   ("stopped"), on a failed call ("error"), or after `tool_rounds` rounds ("round_limit").
+   Nothing carries over to the next turn (R37, R50): its request is built afresh.
+
+How partial replies are logged (R37, a stopped or crashed stream): the reply's text is
+logged as one `everchat` message when its stretch of text ends (a tool call, the end of
+the call). While it streams, the text so far is saved as a *draft* through the log writer
+(`io.save_draft`, an fsynced file beside the log, at most every `DRAFT_SECONDS`), under
+the key the finished message will have. A stop or a failed call logs what arrived, marked
+incomplete; after a crash the log writer logs the draft at its next start, marked
+incomplete, under the same key, so a draft whose message was already logged is not logged
+twice (the key makes the append idempotent). A crash loses at most the text of the last
+`DRAFT_SECONDS`; no message is ever split into many by streaming.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Callable, Protocol
+
+from everchat.actors.memory import LINE_LIMIT, children, key_of, render_line
+from everchat.actors.models import (
+    ImageBlock,
+    Message,
+    ModelError,
+    Request,
+    Stop,
+    TextBlock,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolCall,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    Usage,
+)
+from everchat.actors.planning import ZOOM_PAGE_BYTES, ZoomError
+from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
+from everchat.transport import schema
+
+__all__ = [
+    "DRAFT_SECONDS",
+    "INCOMPLETE",
+    "Input",
+    "MemoryReader",
+    "MemoryTools",
+    "ToolOutcome",
+    "TurnIO",
+    "TurnRunner",
+    "TurnUsage",
+    "ZoomError",
+    "incomplete_text",
+    "media_type",
+    "view_lines",
+]
+
+DRAFT_SECONDS = 0.1
+"""How often a streaming reply's text is saved as a draft: a crash loses at most this much."""
+
+INCOMPLETE = {
+    "stopped": "stopped by the person",
+    "error": "the model call failed",
+    "max_tokens": "cut at the output limit",
+    "crashed": "Everchat stopped while it streamed",
+}
+"""Why a reply is incomplete, as its marker says (R37)."""
+
+PREVIEW_CHARS = 200
+
+
+def incomplete_text(text: str, why: str) -> str:
+    """R37: the text received so far, with a visible marker the view keeps."""
+    return f"{text}\n[incomplete: {INCOMPLETE.get(why, why)}]"
+
+
+def view_lines(view: str) -> list[str]:
+    """The lines of a rendered view (R14), without `<chat>` and `</chat>`."""
+    body = view.removeprefix("<chat>\n").removesuffix("</chat>")
+    return body.splitlines()
+
+
+def media_type(data: bytes) -> str:
+    """The image type of stored bytes (R9 checked them when they were stored)."""
+    from everchat.actors.store._assets import image_type
+
+    kind = image_type(data)
+    if kind is None:
+        raise ValueError("a stored asset is not an image")
+    return f"image/{kind}"
+
+
+# --- the memory tools (R35) ----------------------------------------------------------
+
+
+class MemoryReader(Protocol):
+    """What `MemoryTools` reads: the message count, messages, tree nodes, assets."""
+
+    def count(self) -> int: ...
+
+    def message(self, i: int) -> Any: ...  # .kind, .text, .date, .images
+
+    def node(self, l: int, i: int) -> str | None: ...  # noqa: E741
+
+    def asset(self, digest: str) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A tool's answer: text (logged as `echo`), images (sent to the model; `digests` are
+    logged with the echo), and whether it is an error the model should read as one."""
+
+    text: str
+    is_error: bool = False
+    images: tuple[ImageBlock, ...] = ()
+    digests: tuple[str, ...] = ()
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class MemoryTools:
+    """R35's `zoom` and `date` over a reader, with a clear error for each wrong argument.
+
+    `agents` maps an agent's name to a callable `(page) -> str` for its transcript; no
+    agents exist yet, so by default every name is "no agent named X".
+    """
+
+    def __init__(self, reader: MemoryReader, agents: Callable[[str, int], str] | None = None) -> None:
+        self.reader = reader
+        self.agents = agents
+
+    # the tools as the model calls them: a dict of arguments -> ToolOutcome
+
+    def call(self, name: str, arguments: dict) -> ToolOutcome:
+        try:
+            if name == "zoom":
+                return self._zoom_call(arguments)
+            if name == "date":
+                unknown = sorted(set(arguments) - {"id"})
+                if unknown:
+                    raise ZoomError(f"date takes only id, not {', '.join(map(repr, unknown))}.")
+                if "id" not in arguments:
+                    raise ZoomError("date needs id: the message's id, e.g. date(12).")
+                return ToolOutcome(self.date(arguments["id"]))
+        except ZoomError as error:
+            return ToolOutcome(str(error), is_error=True)
+        return ToolOutcome(f"No tool called {name!r}.", is_error=True)
+
+    def _zoom_call(self, arguments: dict) -> ToolOutcome:
+        unknown = sorted(set(arguments) - {"id", "n", "page", "name"})
+        if unknown:
+            raise ZoomError(f"zoom takes id, n and page, or name; not {', '.join(map(repr, unknown))}.")
+        page = arguments.get("page", 1)
+        target = arguments.get("name")
+        first = arguments.get("id")
+        if isinstance(first, str) and target is None:
+            target, first = first, None  # zoom("Name") with the name where the id goes
+        if target is not None:
+            if first is not None or "n" in arguments:
+                raise ZoomError("zoom takes either id and n, or name, not both.")
+            return ToolOutcome(self.transcript(target, page))
+        if first is None:
+            raise ZoomError("zoom needs id and n (e.g. zoom(0, 8), zoom(12, 1)), or an agent's name.")
+        return self.zoom(first, arguments.get("n", 1), page)
+
+    # the same as plain methods, raising ZoomError (the session's zoom and date)
+
+    def zoom(self, first: Any, count: Any = 1, page: Any = 1) -> ToolOutcome:
+        """R35: zoom(id, n >= 2) gives the two child lines (R14, placeholder when unbuilt);
+        zoom(id, 1) gives `kind: text` whole with its images, in pages of 16,000 bytes."""
+        if not _whole(first):
+            raise ZoomError(f"id must be a whole number, not {first!r}.")
+        if not _whole(count):
+            raise ZoomError(f"n must be a whole number (a power of two), not {count!r}.")
+        if not _whole(page):
+            raise ZoomError(f"page must be a whole number, not {page!r}.")
+        messages = self.reader.count()
+        line = f"No line {first}+{count}."
+        if count < 1 or count & (count - 1):
+            raise ZoomError(f"{line} n must be a power of two: 1, 2, 4, 8 …")
+        if first < 0 or first % count:
+            raise ZoomError(f"{line} id must be a multiple of n, at least 0.")
+        if first + count > messages:
+            raise ZoomError(f"{line} The chat has {messages} messages (ids 0 to {messages - 1}).")
+        if count >= 2:
+            if page != 1:
+                raise ZoomError(f"Line {first}+{count} has one page, not page {page}.")
+            up = key_of(count.bit_length() - 1, first // count)
+            lines = []
+            for half in children(up):
+                lines.append(render_line(half, self._node(half)))
+            return ToolOutcome("\n".join(lines))
+        record = self.reader.message(first)
+        pages = _pages(f"{record.kind}: {record.text}")
+        if not 1 <= page <= len(pages):
+            plural = "s" if len(pages) > 1 else ""
+            raise ZoomError(f"Message {first} has {len(pages)} page{plural}, not page {page}.")
+        text = pages[page - 1]
+        images: list[ImageBlock] = []
+        digests = tuple(record.images)
+        if digests:
+            text += "\n" + "\n".join(f"[image {digest}]" for digest in digests)
+            for digest in digests:
+                data = self.reader.asset(digest)
+                images.append(ImageBlock(data, media_type(data)))
+        if page < len(pages):
+            text += f"\n(page {page} of {len(pages)}: zoom({first}, 1, page={page + 1}) for the rest)"
+        return ToolOutcome(text, images=tuple(images), digests=digests)
+
+    def _node(self, key: int) -> str | None:
+        from everchat.actors.memory import node_of
+
+        return self.reader.node(*node_of(key))
+
+    def date(self, message: Any) -> str:
+        """R35: the local date and time message `id` was logged."""
+        if not _whole(message):
+            raise ZoomError(f"id must be a whole number, not {message!r}.")
+        messages = self.reader.count()
+        if not 0 <= message < messages:
+            raise ZoomError(f"No message {message}: the chat has {messages} messages (ids 0 to {messages - 1}).")
+        return self.reader.message(message).date
+
+    def transcript(self, agent: Any, page: Any = 1) -> str:
+        """R35: zoom("Name"), an agent's transcript, paged."""
+        if not isinstance(agent, str) or not agent:
+            raise ZoomError(f"an agent's name is text, not {agent!r}.")
+        if not _whole(page) or page < 1:
+            raise ZoomError(f"page must be a whole number from 1, not {page!r}.")
+        if self.agents is None:
+            raise ZoomError(f"No agent named {agent!r}: this chat has no agents yet.")
+        return self.agents(agent, page)
+
+
+def _pages(text: str) -> list[str]:
+    """R35: a message's line in pages of at most 16,000 bytes, cut between characters."""
+    body = text.encode()
+    pages = []
+    begin = 0
+    while True:
+        stop = min(len(body), begin + ZOOM_PAGE_BYTES)
+        while stop < len(body) and (body[stop] & 0xC0) == 0x80:
+            stop -= 1
+        pages.append(body[begin:stop].decode())
+        if stop >= len(body):
+            return pages
+        begin = stop
+
+
+# --- one turn -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Input:
+    """A message of the person, logged under `ids` (several when R8 split it)."""
+
+    ids: tuple[int, ...]
+    text: str
+    images: tuple[str, ...] = ()
+
+
+class TurnIO(Protocol):
+    """What a turn does outside itself; the actor shell implements it with asks."""
+
+    def settle(self) -> schema.SettledView: ...
+    """R36: the view for the messages logged so far, once settled (or at the timeout)."""
+
+    def begin(self) -> Input: ...
+    """Log the turn's own message m; returns it with its ids."""
+
+    def log(self, kind: str, text: str, key: str, images: Sequence[str] = (), meta: dict | None = None) -> list[int]: ...
+
+    def save_draft(self, key: str | None, text: str, meta: dict | None) -> None: ...
+
+    def stream(self, request: Request) -> Iterator[Any]: ...
+
+    def tool(self, name: str, arguments: dict) -> ToolOutcome: ...
+
+    def image(self, digest: str) -> ImageBlock: ...
+
+    def joined(self, final: bool) -> list[Input]: ...
+    """Messages logged since the last call; `final`: if none, the turn is over (atomically)."""
+
+    def publish(self, event: schema.Message) -> None: ...
+
+    def stopped(self) -> bool: ...
+
+    def now(self) -> datetime: ...
+
+    def clock(self) -> float: ...
+
+
+@dataclass
+class TurnUsage:
+    """Tokens over this run's turns."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    calls: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input += usage.input
+        self.output += usage.output
+        self.cache_read += usage.cache_read
+        self.cache_write += usage.cache_write
+        self.calls += 1
+
+    def to_dict(self) -> dict:
+        return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
+                "cache_write": self.cache_write, "calls": self.calls}
+
+
+@dataclass
+class _Call:
+    """What one model call gave."""
+
+    blocks: list = field(default_factory=list)  # the assistant message, in order
+    calls: list[ToolCall] = field(default_factory=list)
+    stop: Stop | None = None
+    ended: str = ""  # "", "stopped", "error"
+    detail: str = ""
+    incomplete: bool = False
+
+
+class TurnRunner:
+    """Runs turns one at a time over a `TurnIO`. `prompt` is the chat's one `Prompt`
+    (R34: byte-identical for every turn and compaction of a run); `tools` answers the
+    memory tools and any extra ones (name -> callable(arguments) -> ToolOutcome)."""
+
+    def __init__(self, prompt: Prompt, model: str, *, effort: str | None = None, max_tokens: int = 8192,
+                 tool_rounds: int = 50, timeout: float = 600.0, computers: Sequence[str] | None = None) -> None:
+        if tool_rounds < 1:
+            raise ValueError("tool_rounds is at least 1")
+        self.prompt = prompt
+        self.model = model
+        self.effort = effort
+        self.max_tokens = max_tokens
+        self.tool_rounds = tool_rounds
+        self.timeout = timeout
+        self.computers = computers
+        self.usage = TurnUsage()
+
+    def __repr__(self) -> str:
+        return f"TurnRunner({self.model}, tool_rounds={self.tool_rounds})"
+
+    def first_message(self, view: str, header: str, message: Input, images: Sequence[ImageBlock] = (),
+                      joined: Sequence[tuple[Input, Sequence[ImageBlock]]] = ()) -> Message:
+        """R36: `[view blocks] [turn header + m]` as one user message; inputs that arrived
+        while the view settled follow m. R23's last mark goes on the last block later."""
+        blocks: list = list(view_blocks(view_lines(view)))
+        blocks.append(TextBlock(turn_text(header, message.text)))
+        blocks += images
+        for later, later_images in joined:
+            blocks += _joined_blocks(later, later_images)
+        return Message("user", tuple(blocks))
+
+    def request(self, messages: Sequence[Message]) -> Request:
+        """The call for a conversation so far: one cache mark at its very end (R23),
+        besides the system prompt's and the view's."""
+        *head, last = messages
+        *blocks, tail = last.content
+        marked = Message(last.role, (*blocks, replace(tail, cache=True)))
+        return Request(model=self.model, system=self.prompt.system, tools=self.prompt.tools,
+                       messages=(*head, marked), cache_system=True, max_tokens=self.max_tokens,
+                       effort=self.effort, timeout=self.timeout, label="turn")
+
+    def run(self, io: TurnIO) -> schema.TurnEnded:
+        """One whole turn (R36, R37): settle, log m, the tool loop. Returns its end event
+        (also published)."""
+        settled = io.settle()
+        message = io.begin()
+        turn = message.ids[0]
+        seq = _Keys(turn)
+        io.publish(schema.TurnStarted(turn=turn))
+        if settled.unbuilt:
+            io.publish(schema.Notice("warning", f"{settled.unbuilt} line(s) of the view were not summarized "
+                                                f"in time; the turn shows their messages cut to {LINE_LIMIT} bytes."))
+        early = [(later, [io.image(d) for d in later.images]) for later in io.joined(final=False)]
+        for later, _ in early:
+            io.publish(schema.TurnJoined(turn=turn, message=later.ids[0]))
+        header = turn_header(io.now(), self.computers)
+        first = self.first_message(settled.text, header, message, [io.image(d) for d in message.images], early)
+        messages = [first]
+        rounds = 0
+        while True:
+            call = self._call(io, turn, seq, self.request(messages))
+            if call.ended:
+                return self._end(io, turn, call.ended, call.incomplete, call.detail, seq, call.calls)
+            results = [self._run_tool(io, turn, seq, tool_call) for tool_call in call.calls]
+            if call.calls:
+                rounds += 1
+                if rounds >= self.tool_rounds:
+                    detail = (f"The turn stopped after {rounds} tool rounds (the tool_rounds setting); "
+                              f"send a message to go on.")
+                    return self._end(io, turn, "round_limit", call.incomplete, detail, seq)
+            later = io.joined(final=not call.calls)
+            if not call.calls and not later:
+                return self._end(io, turn, "done", call.incomplete, "", seq)
+            blocks: list = list(results)
+            for each in later:
+                io.publish(schema.TurnJoined(turn=turn, message=each.ids[0]))
+                blocks += _joined_blocks(each, [io.image(d) for d in each.images])
+            messages.append(Message("assistant", tuple(call.blocks) or (TextBlock("(no reply)"),)))
+            messages.append(Message("user", tuple(blocks)))
+
+    # -- one call ---------------------------------------------------------------------
+
+    def _call(self, io: TurnIO, turn: int, seq: "_Keys", request: Request) -> _Call:
+        call = _Call()
+        text: list[str] = []
+        thinking: list[str] = []
+        signature = ""
+        key = seq.next()
+        last_draft = -math.inf
+        drafted = False
+
+        def close_thinking() -> None:
+            nonlocal thinking, signature
+            if thinking or signature:
+                call.blocks.append(ThinkingBlock("".join(thinking), signature))
+                io.publish(schema.TurnThinkingDone(turn=turn))
+            thinking, signature = [], ""
+
+        def flush_text(why: str = "") -> None:
+            nonlocal text, key, drafted, last_draft
+            body = "".join(text)
+            if body.strip():
+                call.blocks.append(TextBlock(body))
+                meta = {"turn": turn}
+                if why:
+                    meta["incomplete"] = why
+                    body = incomplete_text(body, why)
+                io.log("everchat", body, key, meta=meta)
+            if drafted:
+                io.save_draft(None, "", None)
+            text, drafted, last_draft = [], False, -math.inf
+            key = seq.next()
+
+        stream = io.stream(request)
+        try:
+            for event in stream:
+                if io.stopped():
+                    call.ended = "stopped"
+                    break
+                if isinstance(event, TextDelta):
+                    close_thinking()
+                    if not event.text:
+                        continue
+                    text.append(event.text)
+                    now = io.clock()
+                    if now - last_draft >= DRAFT_SECONDS:
+                        # Saved before it is shown: what the person saw survives a crash.
+                        io.save_draft(key, "".join(text), {"turn": turn, "incomplete": "crashed"})
+                        last_draft, drafted = now, True
+                    io.publish(schema.TurnText(turn=turn, text=event.text))
+                elif isinstance(event, ThinkingDelta):
+                    if text:
+                        flush_text()
+                    if event.text:
+                        thinking.append(event.text)
+                        io.publish(schema.TurnThinking(turn=turn, text=event.text))
+                    if event.signature:
+                        signature = event.signature
+                elif isinstance(event, ToolCall):
+                    close_thinking()
+                    flush_text()
+                    arguments = json.dumps(dict(event.input), ensure_ascii=False, sort_keys=True)
+                    io.log("tool", f"{event.name} {arguments}", seq.next(), meta={"turn": turn, "call": event.id})
+                    io.publish(schema.TurnToolCall(turn=turn, call_id=event.id, name=event.name,
+                                                   arguments_json=arguments))
+                    call.calls.append(event)
+                    call.blocks.append(ToolUseBlock(event.id, event.name, dict(event.input)))
+                elif isinstance(event, Usage):
+                    self.usage.add(event)
+                elif isinstance(event, Stop):
+                    call.stop = event
+            if not call.ended and io.stopped():
+                call.ended = "stopped"
+        except ModelError as error:
+            call.ended, call.detail = "error", f"{type(error).__name__}: {error}"
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # a stopped call closes its HTTP stream
+        close_thinking()
+        if call.ended:
+            call.incomplete = bool("".join(text).strip())
+            flush_text(call.ended)
+        elif call.stop is not None and call.stop.incomplete:
+            call.incomplete = bool("".join(text).strip())
+            flush_text("max_tokens")
+        else:
+            flush_text()
+        if call.ended == "stopped" and call.calls:
+            call.detail = "Stopped; the tool calls it had asked for were not run."
+        return call
+
+    def _run_tool(self, io: TurnIO, turn: int, seq: "_Keys", tool_call: ToolCall) -> ToolResultBlock:
+        outcome = io.tool(tool_call.name, dict(tool_call.input))
+        meta = {"turn": turn, "call": tool_call.id}
+        if outcome.is_error:
+            meta["error"] = True
+        io.log("echo", outcome.text or "(empty)", seq.next(), images=outcome.digests, meta=meta)
+        io.publish(schema.TurnToolResult(turn=turn, call_id=tool_call.id, name=tool_call.name,
+                                         is_error=outcome.is_error, preview=outcome.text[:PREVIEW_CHARS]))
+        content = (TextBlock(outcome.text or "(empty)"), *outcome.images)
+        return ToolResultBlock(tool_call.id, content, outcome.is_error)
+
+    def _end(self, io: TurnIO, turn: int, reason: str, incomplete: bool, detail: str, seq: "_Keys",
+             unrun: Sequence[ToolCall] = ()) -> schema.TurnEnded:
+        for tool_call in unrun:
+            # A call logged as `tool` always gets its `echo`, so the log reads whole.
+            io.log("echo", "(not run: the turn ended before it)", seq.next(),
+                   meta={"turn": turn, "call": tool_call.id, "error": True})
+        if reason != "done":
+            # Messages typed meanwhile stay logged (the next turn's view holds them); a
+            # turn that ends so takes in nothing more.
+            io.joined(final=True)
+        ended = schema.TurnEnded(turn=turn, reason=reason, incomplete=incomplete, detail=detail)
+        io.publish(ended)
+        return ended
+
+
+def _joined_blocks(message: Input, images: Sequence[ImageBlock]) -> list:
+    head = f"[The person wrote this while you worked (message {message.ids[0]}):]\n"
+    return [TextBlock(head + (message.text or "(no text)")), *images]
+
+
+class _Keys:
+    """Idempotency keys of what a turn logs: `turn-<m>-<n>`, unique in the chat."""
+
+    def __init__(self, turn: int) -> None:
+        self.turn = turn
+        self.n = 0
+
+    def next(self) -> str:
+        self.n += 1
+        return f"turn-{self.turn}-{self.n}"
