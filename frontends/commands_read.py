@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from pathlib import Path
 
 from everchat.frontends.commands import EXIT_OK, UsageError, open_reader, parse_id
 
-__all__ = ["run", "parse_zoom", "folder_status"]
+__all__ = ["run", "parse_zoom", "folder_status", "live_status"]
 
 _LINE_NAME = re.compile(r"^(\d+)\+(\d+)$")
 
@@ -60,6 +61,58 @@ def folder_status(chat, path: Path) -> dict:
     }
 
 
+def live_status(chat: Path, timeout: float = 3.0) -> dict:
+    """What only a running chat knows: the turn runner's model, running turn and token
+    usage this run (cache reads included), and the planner's figures as they stand now.
+
+    It finds the chat through `run/supervisor.json` (as `everchat ops` does) and asks
+    over the supervisor's socket, which only reads. {"running": False} when no chat is
+    running here; tcp placements are not asked (joining them would write a CURVE key
+    into the chat's config folder)."""
+    import socket
+
+    from everchat.transport import Node, schema
+
+    try:
+        info = json.loads((chat / "run" / "supervisor.json").read_text())
+    except (OSError, ValueError):
+        return {"running": False}
+    pid, endpoint = info.get("pid"), info.get("endpoint")
+    if info.get("host") != socket.gethostname() or not isinstance(pid, int) or not endpoint:
+        return {"running": False}
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return {"running": False}  # a run file left by a chat that died
+    except PermissionError:
+        pass
+    live: dict = {"running": True, "pid": pid, "placement": info.get("placement")}
+    if info.get("transport") == "tcp":
+        return live
+    routes = {name: endpoint for name in ("planner", "turn_runner")}
+    if info.get("placement") == "processes":  # each actor listens on its own socket beside the run file
+        routes = {name: f"ipc://{chat / 'run' / (name + '.sock')}" for name in routes}
+    node = Node(f"status.{os.getpid()}")
+    node.start()
+    try:
+        for name, where in routes.items():
+            node.route(name, where)
+        try:
+            turn = node.ask("turn_runner", schema.TurnStatus(), timeout=timeout)
+            live.update(model=turn.model, turn=turn.turn, usage=turn.usage)
+        except Exception as error:  # the figures that came stay; say what did not
+            live["turn_runner_error"] = str(error)
+        try:
+            planner = node.ask("planner", schema.PlannerStatus(), timeout=timeout).status
+            live.update(messages=planner["messages"], pending=planner["unbuilt_lines"] + planner["ready_merges"],
+                        running_compactions=planner["running"])
+        except Exception as error:
+            live["planner_error"] = str(error)
+    finally:
+        node.stop()
+    return live
+
+
 def run(command: str, args: argparse.Namespace) -> int:
     zoom = parse_zoom(args.id, args.n, args.page) if command == "zoom" else None
     day = parse_id(args.id) if command == "date" else None
@@ -74,7 +127,13 @@ def run(command: str, args: argparse.Namespace) -> int:
             elif command == "date":
                 print(chat.date(day))
             elif command == "status":
-                print(json.dumps(folder_status(chat, args.data_dir), indent=2))
+                figures = folder_status(chat, args.data_dir)
+                live = live_status(args.data_dir)
+                # Token usage lives in the running chat only (this run's, cache reads included).
+                figures["usage"] = live.pop("usage", None)
+                figures["model"] = live.pop("model", None)
+                figures["live"] = live
+                print(json.dumps(figures, indent=2))
             elif command == "check":
                 report = chat.store.check()
                 chat.verify_views()

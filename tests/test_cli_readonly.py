@@ -75,6 +75,8 @@ def test_r5_read_only_commands_work_while_the_chat_is_open_and_change_no_byte(se
     assert status.returncode == 0
     figures = json.loads(status.stdout)
     assert (figures["messages"], figures["pending"]) == (40, 0)
+    assert figures["live"]["running"] is True and figures["live"]["pending"] == 0  # asked the served chat
+    assert figures["model"] == "demo" and set(figures["usage"]) >= {"input", "output", "cache_read"}
     zoom = everchat("zoom", "8+8", "--data-dir", str(chat))
     assert zoom.returncode == 0 and zoom.stdout.startswith("8+4|")
     whole = everchat("zoom", "39", "--data-dir", str(chat))
@@ -120,3 +122,15 @@ def test_a_folder_without_a_chat_fails_clearly_and_stays_as_it_was(tmp_path, cap
     assert main([*command, "--data-dir", str(missing)]) == 1
     assert "holds no chat" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_status_of_a_chat_that_is_not_running_has_no_live_figures(chat, capsys):
+    (chat / "run").mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (chat / "run" / "supervisor.json").write_text(json.dumps(
+        {"version": 1, "pid": int(dead.stdout), "host": os.uname().nodename, "endpoint": "ipc:///nowhere",
+         "placement": "single", "transport": "ipc"}))  # left behind by a chat that died
+    assert main(["status", "--data-dir", str(chat)]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["live"] == {"running": False} and figures["usage"] is None
+    assert figures["messages"] == 40
