@@ -19,8 +19,13 @@ __all__ = ["run", "parse_zoom", "folder_status", "live_status"]
 _LINE_NAME = re.compile(r"^(\d+)\+(\d+)$")
 
 
-def parse_zoom(id_text: str, n_text: str | None, page_text: str) -> tuple[int, int, int]:
-    """`zoom ID [N] [--page P]`: ID is a message id or a view line's name (`40+8`)."""
+def parse_zoom(id_text: str, n_text: str | None, page_text: str) -> tuple[int | str, int, int]:
+    """`zoom ID [N] [--page P]`: ID is a message id, a view line's name (`40+8`), or an
+    agent's name (R35's zoom("Name"): it starts with a letter)."""
+    if id_text[:1].isalpha():
+        if n_text is not None:
+            raise UsageError(f"zoom {id_text} names an agent's transcript; it takes no N")
+        return id_text, 1, _whole(page_text, "--page")
     named = _LINE_NAME.match(id_text.strip())
     if named:
         if n_text is not None:
@@ -40,6 +45,32 @@ def _whole(text: str, what: str) -> int:
     if value < 1:
         raise UsageError(f"{what} is at least 1, not {value}")
     return value
+
+
+class _StoreReader:
+    """`turns.MemoryReader` over the read-only store."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def count(self) -> int:
+        return self.store.message_count
+
+    def message(self, i: int):
+        return self.store.message(i)
+
+    def node(self, l: int, i: int) -> str | None:  # noqa: E741
+        return self.store.node(l, i)
+
+    def asset(self, digest: str) -> bytes:
+        return self.store.asset(digest)
+
+
+def _transcript(chat, agent: str, page: int) -> str:
+    """R35: zoom("Name") with the model's own tool code, so the words are the same."""
+    from everchat.actors.turns import MemoryTools
+
+    return MemoryTools(_StoreReader(chat.store)).transcript(agent, page)
 
 
 def folder_status(chat, path: Path) -> dict:
@@ -122,6 +153,8 @@ def run(command: str, args: argparse.Namespace) -> int:
         try:
             if command == "view":
                 print(chat.render_view())
+            elif command == "zoom" and isinstance(zoom[0], str):
+                print(_transcript(chat, zoom[0], zoom[2]))
             elif command == "zoom":
                 print(chat.zoom(*zoom))
             elif command == "date":
