@@ -30,9 +30,9 @@ from everchat.actors.log_writer import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner import PlannerActor
 from everchat.actors.turn_runner import SETTINGS_ENV, TurnRunnerActor, settings_flags
-from everchat.transport import Actor, KeyStore, Node, schema
+from everchat.transport import Actor, KeyStore, Node, parse_address, schema
 
-__all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor"]
+__all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor", "node_rows"]
 
 log = logging.getLogger("everchat.supervisor")
 
@@ -94,15 +94,25 @@ def budget_from_json(text: str) -> Budget:
     return Budget(**json.loads(text))
 
 
+def node_rows(node: Node) -> list[dict]:
+    """One statistics row per actor of `node`, then one named "gateway" for what belongs
+    to no actor there (frames without a readable header, tells to names not hosted): a
+    bad frame is counted somewhere the ops console shows."""
+    return [stats.to_dict() for stats in node.statistics()] + [node.gateway_statistics().to_dict()]
+
+
 class NodeAgent(Actor):
     """One per process: applies directory updates and reports this node's mailboxes."""
 
     def on_directory(self, msg: schema.Directory, delivery) -> None:
+        """Every endpoint is checked before any is applied: a bad entry changes no route."""
+        for endpoint in msg.routes.values():
+            parse_address(endpoint)
         for target, endpoint in msg.routes.items():
             self.node.route(target, endpoint)
 
     def on_stats_request(self, msg: schema.StatsRequest, delivery) -> schema.StatsReply:
-        return schema.StatsReply(actors=[stats.to_dict() for stats in self.node.statistics()])
+        return schema.StatsReply(actors=node_rows(self.node))
 
     def on_ping(self, msg: schema.Ping, delivery) -> schema.Pong:
         return schema.Pong(payload=msg.payload)
@@ -117,6 +127,10 @@ class SupervisorActor(NodeAgent):
 
     def on_register(self, msg: schema.Register, delivery) -> schema.Directory:
         return self.supervisor.registered(msg)
+
+    def on_directory(self, msg: schema.Directory, delivery) -> None:
+        """The supervisor makes the directory; one sent to it would reroute the chat."""
+        raise ValueError(f"{self}: the supervisor keeps the directory and takes none from {delivery.sender}")
 
     def on_stats_request(self, msg: schema.StatsRequest, delivery) -> schema.StatsReply:
         return schema.StatsReply(actors=self.supervisor.statistics())
@@ -232,10 +246,19 @@ class Supervisor:
 
     def registered(self, msg: schema.Register) -> schema.Directory:
         """A process announced an actor (started by us or joining from elsewhere)."""
+        parse_address(msg.endpoint)  # a bad endpoint changes no route
         with self._lock:
             child = self.children.get(msg.name)
             if child is None:
                 raise ValueError(f"{self}: no actor called {msg.name!r} belongs to this chat")
+            if msg.name not in self.placement.remote:
+                # An actor we start registers from the process we started, and only then:
+                # anyone else's Register would reroute the chat to it.
+                started = child.process.pid if child.process is not None else None
+                if started != msg.pid:
+                    where = f"pid {started}" if started is not None else "the supervisor's own process"
+                    raise ValueError(f"{self}: {msg.name} runs in {where}; a Register from pid {msg.pid} "
+                                     f"on {msg.host} is refused")
             child.endpoint, child.host, child.pid = msg.endpoint, msg.host, msg.pid
             self.routes[msg.name] = msg.endpoint
             self.routes[f"node.{msg.name}"] = msg.endpoint
@@ -288,7 +311,7 @@ class Supervisor:
     # -- statistics ---------------------------------------------------------------------
 
     def statistics(self) -> list[dict]:
-        rows = [stats.to_dict() for stats in self.node.statistics()]
+        rows = node_rows(self.node)
         if self.placement.mode == "processes":
             for child in self.children.values():
                 if not child.registered.is_set() or child.gave_up:

@@ -8,14 +8,17 @@ rows once, for scripts and tests.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 import time
 from pathlib import Path
 
-from everchat.transport import KeyStore, Node, schema
+from everchat.transport import KeyStore, Node, TransportError, schema
 
-__all__ = ["fetch_rows", "render_table", "run_ops"]
+__all__ = ["NoSupervisor", "fetch_rows", "render_table", "run_ops"]
 
+# (row key, column label, minimum width); "dropped" sums the drop counters
 COLUMNS = (
     ("name", "actor", 14),
     ("host", "host", 10),
@@ -23,11 +26,13 @@ COLUMNS = (
     ("depth", "depth", 6),
     ("handled", "handled", 8),
     ("errors", "errors", 6),
+    ("dropped", "dropped", 7),
     ("p50_ms", "p50 ms", 7),
     ("p99_ms", "p99 ms", 7),
     ("restarts", "restarts", 8),
     ("last_type", "last message", 16),
 )
+DROPS = ("dropped_bad", "dropped_late", "dropped_full", "refused")
 
 
 class NoSupervisor(RuntimeError):
@@ -35,11 +40,20 @@ class NoSupervisor(RuntimeError):
 
 
 def fetch_rows(chat: Path, timeout: float = 5.0) -> list[dict]:
+    """The supervisor's statistics rows (one per actor, one "gateway" per process).
+    NoSupervisor when no Everchat runs on `chat`: no run file, a run file whose process
+    is gone (left by a crash), or a supervisor that does not answer."""
     info_path = chat / "run" / "supervisor.json"
     try:
         info = json.loads(info_path.read_text())
     except FileNotFoundError:
         raise NoSupervisor(f"no Everchat is running on {chat} (no {info_path})") from None
+    except ValueError:
+        raise NoSupervisor(f"{info_path} is not a run file; is an Everchat running on {chat}?") from None
+    pid, host = info.get("pid"), info.get("host")
+    if host == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
+        raise NoSupervisor(f"no Everchat is running on {chat}: {info_path} names pid {pid}, "
+                           "which is gone (a crash left the file)")
     keys = KeyStore(chat / "config") if info.get("transport") == "tcp" else None
     node = Node("ops", keys=keys)
     node.start()
@@ -47,12 +61,32 @@ def fetch_rows(chat: Path, timeout: float = 5.0) -> list[dict]:
         node.route("supervisor", info["endpoint"])
         reply = node.ask("supervisor", schema.StatsRequest(), timeout=timeout)
         return reply.actors
+    except TransportError as error:
+        raise NoSupervisor(f"the Everchat on {chat} (pid {pid} on {host}) did not answer: {error}") from None
     finally:
         node.stop()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True   # someone else's process: it exists
+    return True
+
+
 def render_table(rows: list[dict]) -> str:
+    """The table `everchat ops` draws: one line per row, sorted by actor name, columns as
+    wide as their widest cell (names are never cut: eight compactors stay apart). A
+    process's gateway row reads `gateway@<node>`; a row with an error gets a `!` line."""
     def cell(row: dict, key: str) -> str:
+        if key == "name" and row.get("name") == "gateway":
+            return f"gateway@{row.get('node', '?')}"
+        if key == "dropped":
+            drops = [row.get(name) for name in DROPS]
+            return str(sum(drops)) if all(isinstance(n, int) for n in drops) else "-"
         value = row.get(key, "")
         if value is None:
             return "-"
@@ -60,10 +94,14 @@ def render_table(rows: list[dict]) -> str:
             return f"{value:.2f}"
         return str(value)
 
-    head = " ".join(label.ljust(width) for _, label, width in COLUMNS)
+    ordered = sorted(rows, key=lambda row: (str(row.get("name")) == "gateway", cell(row, "name")))
+    cells = [[cell(row, key) for key, _, _ in COLUMNS] for row in ordered]
+    widths = [max([width, len(label)] + [len(line[n]) for line in cells])
+              for n, (_, label, width) in enumerate(COLUMNS)]
+    head = " ".join(label.ljust(width) for (_, label, _), width in zip(COLUMNS, widths)).rstrip()
     lines = [head, "-" * len(head)]
-    for row in sorted(rows, key=lambda row: str(row.get("name"))):
-        lines.append(" ".join(cell(row, key)[:width].ljust(width) for key, _, width in COLUMNS))
+    for row, line in zip(ordered, cells):
+        lines.append(" ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip())
         if row.get("error"):
             lines.append(f"  ! {row['error']}")
     return "\n".join(lines)

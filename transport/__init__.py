@@ -26,6 +26,7 @@ from ._errors import (ActorStopped, AskTimeout, BadFrame, PeerLost, Refused, Rem
 from ._keys import KeyPair, KeyStore
 from ._node import Node
 from ._stats import MailboxStats
+from ._wire import parse_address
 from .schema import Message
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "KeyStore",
     "KeyPair",
     "MailboxStats",
+    "parse_address",
 ]

@@ -1,0 +1,601 @@
+"""Issue 3: fuzz the real actors of a running chat, and feed them valid but wrong input.
+
+One chat runs for the whole module: every actor in its own process over ipc (the log
+writer, the planner, two compactor workers), started by the Supervisor with the scripted
+summarizer. A dozen messages are logged and the pool goes idle; then the chat folder and
+every process's statistics are snapshot. Hypothesis then sends raw frames over a plain
+pyzmq DEALER to each process's real socket, aimed at every actor there (the supervisor,
+each actor, each process's node agent): random bytes, several frames, truncated requests,
+huge declared lengths, good headers over wrong bodies, valid messages the actor has no
+handler for, requests past their deadline, tells to names the process does not host.
+
+After each frame a Ping on the same connection comes back (the gateway reads a
+connection in order), and the counters that the gateway bumps are exact at once:
+`dropped_bad` of the gateway or of the actor the header named, `dropped_late`, the
+gateway's `errors`. Counters an actor's own thread bumps (`errors`, for a message it has
+no handler for) are checked at the end, once the workers had something to do. Every ask
+among the frames gets its error reply. Afterwards every actor is alive and answering,
+nothing restarted, the folder is byte for byte the snapshot, and the chat still builds.
+
+Valid but wrong requests (an oversize Append, a ReadMessage past the end, a node that
+does not exist, a Register from a stranger, a Directory sent to the supervisor) get a
+clear error reply and change nothing. The planner's own cases run on fresh chats at the
+end of the file (a wrong input there must not poison the shared one).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from everchat.actors.memory import Budget
+from everchat.actors.supervisor import NodeAgent, Placement, Supervisor, SupervisorActor, actor_names, build_actor
+from everchat.transport import AskTimeout, BadFrame, RemoteError, schema
+from everchat.transport import _wire as wire
+
+BUDGET = Budget(ceiling=4000, floor=2000, cceiling=1500, cfloor=800, jobs=2)
+PLACEMENT = Placement("processes", workers=2, summarizer="scripted")
+PROCESSES = ["supervisor"] + actor_names(PLACEMENT)      # every actor has a process of its own
+MESSAGES = 12
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SYNC = ("dropped_bad", "dropped_late")          # bumped by the gateway thread: exact at the barrier
+COUNTED = ("dropped_bad", "dropped_late", "errors")
+FAR = 4e9                                        # a deadline nobody reaches (wall clock, 2096)
+TYPES = sorted(schema.types())
+STRATEGIES = {cls.type_name: strategy for cls, strategy in schema.strategies().items()}
+
+
+def _text(n: int) -> str:
+    return f"m{n} " + ("a long message about amber-42 and path/to/file.py " * 16 if n % 3 else "short note")
+
+
+def folder_bytes(chat: Path) -> dict[str, bytes]:
+    """Every file of the chat folder but the sockets in run/: messages, nodes and merge
+    records, view.json, compaction-view.json, the index, chat.json."""
+    return {str(path.relative_to(chat)): path.read_bytes() for path in sorted(chat.rglob("*"))
+            if path.is_file() and path.relative_to(chat).parts[0] != "run"}
+
+
+def wait_until(condition, timeout: float, what: str):
+    """Poll `condition` (a callable returning a truthy value when done) every 20 ms."""
+    pause = threading.Event()
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        pause.wait(0.02)
+
+
+class World:
+    """The running chat, a raw DEALER per process, and what the fuzz expects to be counted."""
+
+    def __init__(self, supervisor: Supervisor, chat: Path) -> None:
+        self.supervisor = supervisor
+        self.chat = chat
+        node = supervisor.node
+        self.processes = {"supervisor": node.endpoint}
+        self.hosted = {"supervisor": ["supervisor"]}
+        self.classes = {"supervisor": SupervisorActor}
+        for name, child in supervisor.children.items():
+            self.processes[name] = child.endpoint
+            self.hosted[name] = [name, f"node.{name}"]
+            self.classes[f"node.{name}"] = NodeAgent
+            self.classes[name] = build_actor(name, chat, BUDGET)[0]
+        self.pids = {name: child.pid for name, child in supervisor.children.items()}
+        self.ctx = zmq.Context()
+        self.dealers = {}
+        for process, endpoint in self.processes.items():
+            dealer = self.ctx.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.LINGER, 0)
+            dealer.connect(endpoint)
+            self.dealers[process] = dealer
+        self.rids = itertools.count(1000)
+        self.expected: Counter = Counter()          # (process, row name, field) -> increase
+        self.asks: dict[tuple[str, int], str] = {}  # (process, request id) -> expected ErrorReply kind
+        self.replies: dict[tuple[str, int], schema.Message] = {}
+        self.baseline = self.counters()
+        self.snapshot = folder_bytes(chat)
+
+    def close(self) -> None:
+        for dealer in self.dealers.values():
+            dealer.close(0)
+        self.ctx.term()
+
+    # -- statistics --
+
+    def rows(self, process: str) -> dict[str, dict]:
+        """The statistics rows of one process by row name ("gateway" for its gateway)."""
+        if process == "supervisor":
+            node = self.supervisor.node
+            rows = [s.to_dict() for s in node.statistics()] + [node.gateway_statistics().to_dict()]
+        else:
+            rows = self.supervisor.node.ask(f"node.{process}", schema.StatsRequest(), timeout=10.0).actors
+        return {row["name"]: row for row in rows}
+
+    def counters(self) -> dict[tuple[str, str, str], int]:
+        return {(process, name, field): row[field] for process in self.processes
+                for name, row in self.rows(process).items() for field in COUNTED}
+
+    def grown(self, process: str, fields=COUNTED) -> dict:
+        """(actual increase, expected increase) of `fields` in every row of `process`."""
+        actual, expected = {}, {}
+        for name, row in self.rows(process).items():
+            for field in fields:
+                key = (process, name, field)
+                actual[key] = row[field] - self.baseline[key]
+                expected[key] = self.expected[key]
+        return actual, expected
+
+    # -- sending --
+
+    def send(self, process: str, frames: list[bytes], counted: tuple[str, str] | None,
+             reply_kind: str | None = None, request_id: int | None = None) -> None:
+        """Send raw frames to a process, expect them counted as `counted` (row name, field),
+        and, for an ask, an ErrorReply of `reply_kind`; then check the gateway's counters."""
+        self.dealers[process].send_multipart(frames)
+        if counted is not None:
+            self.expected[(process, *counted)] += 1
+        if reply_kind is not None:
+            self.asks[(process, request_id)] = reply_kind
+        self.barrier(process)
+        actual, expected = self.grown(process, SYNC)
+        gateway = (process, "gateway", "errors")
+        actual[gateway] = self.rows(process)["gateway"]["errors"] - self.baseline[gateway]
+        expected[gateway] = self.expected[gateway]
+        assert actual == expected
+
+    def barrier(self, process: str) -> None:
+        """A Ping to the process's node agent on the same connection: when its Pong is back,
+        the gateway has handled every frame sent before it."""
+        agent = "supervisor" if process == "supervisor" else f"node.{process}"
+        rid = next(self.rids)
+        dealer = self.dealers[process]
+        dealer.send(wire.request_frame(wire.ASK, rid, agent, "fuzzer", FAR, schema.Ping(b"barrier")))
+        while self.receive(process, 10.0) != rid:
+            pass
+        assert self.replies.pop((process, rid)) == schema.Pong(b"barrier")
+
+    def receive(self, process: str, timeout: float) -> int:
+        dealer = self.dealers[process]
+        if not dealer.poll(int(timeout * 1000)):
+            raise AssertionError(f"no reply from {process} within {timeout} s")
+        rid, body = wire.parse_reply(dealer.recv())
+        self.replies[(process, rid)] = schema.from_obj(body)
+        return rid
+
+    def ask_frame(self, target: str, body, deadline: float = FAR) -> tuple[int, bytes]:
+        rid = next(self.rids)
+        return rid, msgpack.packb([wire.ASK, rid, target, "fuzzer", deadline, body])
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    chat = tmp_path_factory.mktemp("actor-fuzz") / "chat"
+    supervisor = Supervisor(chat, PLACEMENT, BUDGET).start()
+    try:
+        node = supervisor.node
+        for n in range(MESSAGES):
+            node.ask("log_writer", schema.Append("user", _text(n), f"fuzz-{n}", [], None), timeout=10.0)
+        node.ask("planner", schema.PoolIdle(), timeout=30.0)
+        world = World(supervisor, chat)
+        assert any(key.startswith("tree/") for key in world.snapshot), "the chat should have built nodes"
+        yield world
+        world.close()
+    finally:
+        supervisor.stop()
+
+
+# -- what to aim at ---------------------------------------------------------------------
+
+def targets(world: World) -> list[tuple[str, str]]:
+    """(process, actor) for every actor of the chat."""
+    return [(process, name) for process, names in world.hosted.items() for name in names]
+
+
+def unhandled(cls: type) -> list[str]:
+    return [name for name in TYPES if getattr(cls, schema.types()[name].handler, None) is None]
+
+
+def counted_where(frame: bytes, target: str) -> tuple[str, str]:
+    """A bad body under a good header counts against its actor, unless the frame as a whole
+    is not msgpack by our rules (a map key that is not a str, ...): then no header can be
+    read and the gateway counts it."""
+    try:
+        msgpack.unpackb(frame)
+        return (target, "dropped_bad")
+    except (ValueError, TypeError):
+        return ("gateway", "dropped_bad")
+
+
+def is_request(data: bytes) -> bool:
+    try:
+        wire.parse_request(data)
+        return True
+    except BadFrame:
+        return False
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=10)
+    | st.binary(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5) | st.integers(0, 9), inner,
+                                                                 max_size=3),
+    max_leaves=10)
+
+
+AIMS = [("supervisor", "supervisor")] + [(p, name) for p in PROCESSES[1:] for name in (p, f"node.{p}")]
+aimed = st.sampled_from(AIMS)     # (process, actor): every actor of the chat
+
+
+def test_the_aims_are_every_actor_of_the_chat(world):
+    assert sorted(AIMS) == sorted(targets(world))
+
+
+def test_a_frame_over_the_size_limit_is_cut_off_by_zeromq_and_the_process_goes_on(world):
+    """ZeroMQ drops a connection that sends more than MAX_WIRE bytes in one frame: nothing
+    reaches the gateway, so nothing is counted; the process and its actors go on."""
+    for process in ("log_writer", "planner"):
+        rogue = world.ctx.socket(zmq.DEALER)
+        monitor = rogue.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        rogue.connect(world.processes[process])
+        rogue.send(b"\x00" * (wire.MAX_WIRE + 1))
+        assert monitor.poll(10_000), "ZeroMQ should have cut the connection"
+        rogue.disable_monitor()
+        monitor.close(0)
+        rogue.close(0)
+        world.barrier(process)
+        actual, expected = world.grown(process)
+        assert actual == expected
+    assert all(child.process.poll() is None for child in world.supervisor.children.values())
+
+
+# -- the fuzz ---------------------------------------------------------------------------
+
+@FUZZ
+@given(aimed, st.binary(max_size=300))
+def test_random_bytes_to_any_actor_are_dropped_and_counted_by_its_gateway(world, aim, data):
+    assume(not is_request(data))
+    world.send(aim[0], [data], ("gateway", "dropped_bad"))
+
+
+@FUZZ
+@given(aimed, st.lists(st.binary(max_size=20), min_size=2, max_size=5))
+def test_a_request_of_several_frames_is_dropped_and_counted(world, aim, parts):
+    world.send(aim[0], parts, ("gateway", "dropped_bad"))
+
+
+@FUZZ
+@given(aimed, st.sampled_from(TYPES), st.data())
+def test_a_truncated_request_to_any_actor_is_dropped_and_counted(world, aim, type_name, data):
+    msg = data.draw(STRATEGIES[type_name])
+    kind = data.draw(st.sampled_from([wire.TELL, wire.ASK]))
+    frame = wire.request_frame(kind, 7, aim[1], "fuzzer", FAR if kind == wire.ASK else None, msg)
+    cut = data.draw(st.integers(min_value=0, max_value=len(frame) - 1))
+    world.send(aim[0], [frame[:cut]], ("gateway", "dropped_bad"))
+
+
+HUGE = [b"\xdd\xff\xff\xff\xff", b"\xdb\xff\xff\xff\xff", b"\xc6\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff",
+        b"\xdd\x7f\xff\xff\xff", b"\xc6\x00\xff\xff\xff"]
+
+
+@FUZZ
+@given(aimed, st.sampled_from(HUGE), st.sampled_from(["header", "target", "body", "field"]))
+def test_huge_declared_lengths_are_dropped_and_counted(world, aim, claim, where):
+    head = b"\x96\x01\x00"
+    named = head + msgpack.packb(aim[1]) + msgpack.packb("fuzzer") + b"\xc0"
+    frame = {"header": claim, "target": head + claim, "body": named + claim,
+             "field": named + b"\x92" + msgpack.packb("Append") + b"\x95" + claim}[where]
+    world.send(aim[0], [frame], ("gateway", "dropped_bad"))
+
+
+@FUZZ
+@given(aimed, st.sampled_from(TYPES) | st.text(max_size=12), st.lists(values, max_size=8), st.booleans())
+def test_a_good_header_over_a_wrong_body_is_counted_against_its_actor(world, aim, type_name, fields, ask):
+    """Wrong field types, wrong field counts, unknown type names."""
+    process, target = aim
+    body = [type_name, fields]
+    try:
+        schema.from_obj(body)
+        assume(False)                     # hypothesis made a valid message: not this test's case
+    except BadFrame:
+        pass
+    if ask:
+        rid, frame = world.ask_frame(target, body)
+    else:
+        rid, frame = None, msgpack.packb([wire.TELL, 0, target, "fuzzer", None, body])
+    where = counted_where(frame, target)
+    answered = ask and where[0] == target        # the gateway answers an ask it could read
+    world.send(process, [frame], where, "transport:BadFrame" if answered else None, rid)
+
+
+@FUZZ
+@given(aimed, values)
+def test_any_object_where_a_message_goes_never_reaches_the_actor(world, aim, body):
+    try:
+        schema.from_obj(body)
+        assume(False)
+    except BadFrame:
+        pass
+    frame = msgpack.packb([wire.TELL, 0, aim[1], "fuzzer", None, body])
+    world.send(aim[0], [frame], counted_where(frame, aim[1]))
+
+
+@FUZZ
+@given(aimed, st.data(), st.booleans())
+def test_a_valid_message_the_actor_does_not_handle_is_counted_as_an_error(world, aim, data, ask):
+    process, target = aim
+    type_name = data.draw(st.sampled_from(unhandled(world.classes[target])))
+    msg = data.draw(STRATEGIES[type_name])
+    body = schema.to_obj(msg)
+    if ask:
+        rid, frame = world.ask_frame(target, body)
+        world.send(process, [frame], (target, "errors"), "transport:Unhandled", rid)
+    else:
+        world.send(process, [msgpack.packb([wire.TELL, 0, target, "fuzzer", None, body])], (target, "errors"))
+
+
+@FUZZ
+@given(aimed, st.sampled_from(TYPES), st.data(), st.floats(min_value=0.001, max_value=1e9) | st.just(float("inf")))
+def test_a_request_past_its_deadline_is_not_run_and_is_counted_late(world, aim, type_name, data, ago):
+    """Any message, also those the actor handles (an Append, a Register, a Directory):
+    not run, so nothing changes; no reply either, the asker stopped waiting."""
+    msg = data.draw(STRATEGIES[type_name])
+    _, frame = world.ask_frame(aim[1], schema.to_obj(msg), time.time() - ago)
+    world.send(aim[0], [frame], (aim[1], "dropped_late"))
+
+
+@FUZZ
+@given(aimed, st.sampled_from(["planner", "log_writer", "supervisor", "compactor.0", "node.planner", "ghost"])
+       | st.text(max_size=12), st.sampled_from(TYPES), st.data())
+def test_a_tell_to_a_name_the_process_does_not_host_is_counted_by_its_gateway(world, aim, name, type_name, data):
+    process = aim[0]
+    assume(name not in world.hosted[process])
+    msg = data.draw(STRATEGIES[type_name])
+    world.send(process, [wire.request_frame(wire.TELL, 0, name, "fuzzer", None, msg)], ("gateway", "errors"))
+
+
+def test_an_ask_for_a_name_the_process_does_not_host_is_answered_actor_stopped(world):
+    for process in world.processes:
+        rid, frame = world.ask_frame("ghost", ["Ping", [b"x"]])
+        world.send(process, [frame], None, "transport:ActorStopped", rid)
+
+
+# -- valid but wrong: the log writer and the supervisor ----------------------------------
+
+def _refused(world: World, target: str, msg: schema.Message, kind: str, text: str) -> None:
+    """`msg` gets RemoteError(kind, text) and changes nothing; counted as an error."""
+    process = target if target in world.processes else "supervisor"
+    with pytest.raises(RemoteError) as caught:
+        world.supervisor.node.ask(target, msg, timeout=30.0)
+    assert (caught.value.kind, caught.value.text) == (kind, text)
+    world.expected[(process, target, "errors")] += 1
+    assert folder_bytes(world.chat) == world.snapshot
+
+
+def test_r8_an_append_over_the_size_limit_is_refused_and_logs_nothing(world):
+    text = "x" * (8 * 1024 * 1024 + 1)
+    _refused(world, "log_writer", schema.Append("user", text, "too-big", [], None),
+             "BadInput", "a text of 8388609 characters is over 8388608 bytes")
+
+
+def test_r3_an_append_of_an_unknown_kind_is_refused(world):
+    _refused(world, "log_writer", schema.Append("robot", "hi", None, [], None), "BadInput",
+             "kind 'robot' is not one of ['echo', 'everchat', 'note', 'tool', 'user', 'work'] (R3)")
+
+
+def test_r9_an_append_naming_an_image_never_stored_is_refused(world):
+    digest = "0" * 64
+    _refused(world, "log_writer", schema.Append("user", "look", None, [digest], None), "BadInput",
+             f"no asset {digest}: store it with put_asset first (R9)")
+
+
+def test_an_append_many_with_one_bad_item_logs_none_of_them(world):
+    items = [schema.Append("user", "fine", "many-1", [], None), schema.Append("user", "x", "", [], None)]
+    _refused(world, "log_writer", schema.AppendMany(items), "BadInput", "key must be a non-empty str")
+
+
+@pytest.mark.parametrize("i", [MESSAGES, MESSAGES + 1000, -1])
+def test_r2_reading_a_message_past_the_end_is_refused(world, i):
+    _refused(world, "log_writer", schema.ReadMessage(i), "BadInput",
+             f"no message {i}: the chat has ids 0 ... {MESSAGES - 1}")
+
+
+@pytest.mark.parametrize("node, text", [((-1, 0), "node(-1, 0): l and i are natural numbers"),
+                                        ((0, -3), "node(0, -3): l and i are natural numbers"),
+                                        ((63, 0), "level 63 is above 62")])
+def test_r10_reading_a_node_that_cannot_exist_is_refused(world, node, text):
+    _refused(world, "log_writer", schema.ReadNodes([node]), "BadInput", text)
+
+
+def test_r10_saving_a_node_past_the_last_message_is_refused(world):
+    _refused(world, "log_writer", schema.SaveNodes([(0, MESSAGES, "a line")]), "BadInput",
+             f"node(0, {MESSAGES}) covers messages up to {MESSAGES}; the chat has {MESSAGES} (R10)")
+
+
+def test_r12_saving_a_built_node_again_with_another_text_is_refused(world):
+    _refused(world, "log_writer", schema.SaveNodes([(0, 0, "another text")]), "StoreError",
+             "node(0, 0) is already built with another text; a node is built once (R12)")
+
+
+def test_r25_a_merge_record_past_the_message_count_is_refused(world):
+    with pytest.raises(RemoteError) as caught:
+        world.supervisor.node.ask("log_writer", schema.SaveMerge([], MESSAGES + 1, False), timeout=10.0)
+    assert caught.value.kind == "BadInput"
+    assert caught.value.text.startswith(f"t={MESSAGES + 1} must be an int in ")
+    assert caught.value.text.endswith(f" ... {MESSAGES} (t never decreases, R25)")
+    world.expected[("log_writer", "log_writer", "errors")] += 1
+    assert folder_bytes(world.chat) == world.snapshot
+
+
+def test_a_register_for_a_name_that_is_not_in_the_chat_is_refused(world):
+    supervisor = world.supervisor
+    _refused(world, "supervisor", schema.Register("intruder", "elsewhere", 4242, "ipc:///tmp/intruder"),
+             "ValueError", f"{supervisor}: no actor called 'intruder' belongs to this chat")
+
+
+def test_a_register_of_a_running_actor_from_another_process_is_refused_and_routes_stay(world):
+    supervisor = world.supervisor
+    routes = dict(supervisor.routes)
+    pid = supervisor.children["planner"].pid
+    _refused(world, "supervisor", schema.Register("planner", "elsewhere", 4242, "ipc:///tmp/impostor"),
+             "ValueError", f"{supervisor}: planner runs in pid {pid}; a Register from pid 4242 on elsewhere is refused")
+    assert supervisor.routes == routes
+
+
+def test_a_register_with_an_endpoint_that_is_no_address_is_refused(world):
+    routes = dict(world.supervisor.routes)
+    _refused(world, "supervisor", schema.Register("planner", "here", os.getpid(), "carrier pigeon"),
+             "TransportError", "unsupported endpoint 'carrier pigeon': use ipc://PATH or tcp://HOST:PORT;events=PORT;key=KEY")
+    assert world.supervisor.routes == routes
+
+
+def test_a_directory_sent_to_the_supervisor_is_refused(world):
+    supervisor = world.supervisor
+    _refused(world, "supervisor", schema.Directory({"planner": "ipc:///tmp/impostor"}), "ValueError",
+             f"SupervisorActor supervisor@{supervisor.node.ident}: the supervisor keeps the directory and "
+             "takes none from supervisor")
+
+
+def test_a_directory_with_one_bad_endpoint_changes_no_route(world):
+    """The good entry first: applied alone it would send the log writer's notices to
+    nowhere, which the last test (the chat still builds) would see."""
+    with pytest.raises(RemoteError) as caught:
+        world.supervisor.node.ask("node.log_writer", schema.Directory({"planner": "ipc:///tmp/nowhere",
+                                                                       "ghost": "not an endpoint"}), timeout=10.0)
+    assert caught.value.kind == "TransportError"
+    world.expected[("log_writer", "node.log_writer", "errors")] += 1
+
+
+# -- afterwards -----------------------------------------------------------------------------
+
+def test_after_the_fuzz_every_actor_is_alive_and_answers_and_none_restarted(world):
+    supervisor, node = world.supervisor, world.supervisor.node
+    for process in world.processes:
+        world.barrier(process)
+    assert node.ask("log_writer", schema.CountMessages(), timeout=10.0) == schema.MessageCount(MESSAGES)
+    assert node.ask("planner", schema.PoolIdle(), timeout=10.0) == schema.Idle(True, 0, 0)
+    for name, child in supervisor.children.items():
+        assert (child.pid, child.process.poll(), child.restarts) == (world.pids[name], None, 0)
+    live = {(process, name) for process in world.processes for name in world.rows(process)}
+    assert live == set(targets(world)) | {(process, "gateway") for process in world.processes}
+
+
+def test_after_the_fuzz_the_chat_folder_is_byte_identical(world):
+    assert folder_bytes(world.chat) == world.snapshot
+
+
+def test_after_the_fuzz_every_frame_was_counted_once_every_ask_answered_and_the_chat_still_builds(world):
+    """The workers wait in the planner for a job; two new messages give each one, and then
+    they handle what the fuzz queued behind it."""
+    node = world.supervisor.node
+    items = [schema.Append("user", _text(1) + f" after {n}", f"after-{n}", [], None) for n in range(2)]
+    assert node.ask("log_writer", schema.AppendMany(items), timeout=10.0) == \
+        schema.AppendedMany([[MESSAGES], [MESSAGES + 1]])
+    assert node.ask("planner", schema.PoolIdle(), timeout=60.0).idle
+
+    def all_counted():
+        grown = [world.grown(process) for process in world.processes]
+        return all(actual == expected for actual, expected in grown) or None
+
+    try:
+        wait_until(all_counted, 40.0, "the counters")
+    except AssertionError:
+        for process in world.processes:           # name the counters that disagree
+            actual, expected = world.grown(process)
+            assert {k: v for k, v in actual.items() if v} == {k: v for k, v in expected.items() if v}
+        raise
+    for process, rid in list(world.asks):
+        while (process, rid) not in world.replies:
+            world.receive(process, 30.0)
+    got = {key: world.replies[key] for key in world.asks}
+    assert {key: reply.kind for key, reply in got.items()} == world.asks
+    assert all(isinstance(reply, schema.ErrorReply) for reply in got.values())
+    assert sum(world.expected.values()) > 8 * 40, "the fuzz should have sent hundreds of frames"
+    # Append only: what was there is a prefix of what is there now.
+    now = folder_bytes(world.chat)
+    for name in world.snapshot:
+        if name.startswith(("main/", "tree/")):
+            assert now[name].startswith(world.snapshot[name]) and len(now[name]) > len(world.snapshot[name])
+
+
+# -- valid but wrong: the planner (each on a fresh chat) --------------------------------------
+
+@pytest.fixture
+def small_chat(tmp_path):
+    """A fresh chat in one process, a few messages logged and built."""
+    chat = tmp_path / "chat"
+    with Supervisor(chat, Placement("single", workers=2, summarizer="scripted"), BUDGET) as supervisor:
+        for n in range(6):
+            supervisor.node.ask("log_writer", schema.Append("user", _text(n), f"small-{n}", [], None), timeout=10.0)
+        supervisor.node.ask("planner", schema.PoolIdle(), timeout=30.0)
+        yield supervisor
+
+
+def _planner_stats(supervisor: Supervisor) -> dict:
+    return next(s.to_dict() for s in supervisor.node.statistics() if s.name == "planner")
+
+
+def test_a_built_told_for_a_node_never_handed_out_changes_nothing(small_chat):
+    before = folder_bytes(small_chat.chat)
+    small_chat.node.tell("planner", schema.Built(1, 1, "a line nobody asked for", "fuzzer"))
+    assert small_chat.node.ask("planner", schema.PoolIdle(), timeout=10.0) == schema.Idle(True, 0, 0)
+    assert folder_bytes(small_chat.chat) == before
+    assert _planner_stats(small_chat)["errors"] == 0
+
+
+def test_a_built_asked_for_a_node_never_handed_out_gets_an_error_reply(small_chat):
+    """Fails today: PlannerActor.on_built returns None for a result it drops, so an ask
+    of it is never answered (the asker times out instead of hearing why)."""
+    before = folder_bytes(small_chat.chat)
+    with pytest.raises(RemoteError):
+        small_chat.node.ask("planner", schema.Built(1, 1, "a line nobody asked for", "fuzzer"), timeout=5.0)
+    assert folder_bytes(small_chat.chat) == before
+
+
+def test_r36_a_settle_view_with_a_negative_id_gets_an_error_reply(small_chat):
+    """Fails today: the planner answers SettleView(-1) with the whole view, and sets its
+    turn wait (Planner.waiting_for) to -1, so a real turn waiting meanwhile loses R31's
+    'only lines before its message start'."""
+    with pytest.raises(RemoteError):
+        small_chat.node.ask("planner", schema.SettleView(-1, 1.0), timeout=5.0)
+
+
+def test_a_logged_notice_that_skips_ahead_of_the_log_does_not_crash_the_planner(small_chat):
+    """Fails today: the planner trusts Logged.first, plans messages the log does not have,
+    fails reading them and stops (the supervisor restarts it). It should ignore a notice
+    that does not continue its count (and catch up with CountMessages instead)."""
+    before = folder_bytes(small_chat.chat)
+    small_chat.node.tell("planner", schema.Logged(100, ["user: from nowhere"]))
+    assert small_chat.node.ask("planner", schema.PoolIdle(), timeout=10.0) == schema.Idle(True, 0, 0)
+    # The notice was handled before PoolIdle: a handler that raised counted an error, and
+    # a planner that stopped itself is no longer listed.
+    stats = {row.name: row for row in small_chat.node.statistics()}
+    assert "planner" in stats and (stats["planner"].errors, stats["planner"].restarts) == (0, 0)
+    assert folder_bytes(small_chat.chat) == before
+
+
+def test_r31_a_next_job_told_instead_of_asked_never_takes_a_job(small_chat):
+    """Fails today: the planner queues a told NextJob like an ask, hands it a job whose
+    reply goes nowhere, and the job stays running for good: the pool never goes idle."""
+    node = small_chat.node
+    node.tell("planner", schema.NextJob("fuzzer"))
+    items = [schema.Append("user", _text(1) + f" more {n}", f"more-{n}", [], None) for n in range(4)]
+    node.ask("log_writer", schema.AppendMany(items), timeout=10.0)
+    try:
+        idle = node.ask("planner", schema.PoolIdle(), timeout=10.0)
+    except AskTimeout:
+        idle = None
+    assert idle == schema.Idle(True, 0, 0)
