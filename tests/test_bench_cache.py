@@ -146,6 +146,22 @@ def test_r23_the_shares_are_between_0_and_1_and_never_above_the_perfect_prefix_c
     assert all(m["missed"] > 0 for m in misses)
 
 
+def test_r23_every_token_the_perfect_cache_read_and_ours_did_not_has_one_named_cause(replay):
+    by_kind = {row["kind"]: row["missed"] for row in bench_cache.figures(replay)}
+    rows = bench_cache.causes(replay)
+    assert {row["cause"] for row in rows} <= set(bench_cache.CAUSES)
+    for kind, missed in by_kind.items():
+        assert sum(row["missed"] for row in rows if row["kind"] == kind) == missed
+    for e in replay.exchanges:
+        cause = bench_cache.cause_of(replay, e)
+        assert (cause is None) == (e.cache.perfect_read == e.cache.cache_read)
+    shapes = replay.rule.notes.shapes
+    assert set(shapes) == {e.id for e in replay.exchanges}
+    for e in replay.exchanges:  # the rule's shape is the prompt the cache model accounted
+        assert shapes[e.id].ends[-1] == e.cache.total and shapes[e.id].marks == e.cache.marks
+        assert shapes[e.id].closing > e.cache.marks[0]
+
+
 def test_r23_later_turns_read_the_earlier_turns_prefix(replay):
     turns = [e for e in replay.exchanges if replay.kind_of(e) == "turn"]
     system_only = min(e.cache.cache_read for e in turns[1:])

@@ -13,9 +13,10 @@ The fake server models Anthropic's cache (marks, 20-block lookback, 5-minute lif
 perfect prefix cache that could read any prefix sent before. Per kind (turns, compactions)
 it prints one JSON line: requests, input (uncached), cache_read, cache_write (tokens of
 the fake tokenizer, bytes / 4), share = cache_read / (input + cache_read + cache_write),
-perfect_share, and ratio = share / perfect_share (target: at least 0.99). A last line
-sums up the run; `--misses N` adds the N requests that read least against the perfect
-cache, with what the cache model saw, to find why.
+perfect_share, and ratio = share / perfect_share (target: at least 0.99). A line sums up
+the run, then one line per kind and cause splits the tokens the perfect cache read and
+ours did not (`CAUSES`); `--misses N` adds the N requests that read least against the
+perfect cache, with what the cache model saw.
 
     python tools/bench/bench_cache.py [--messages 3000] [--workload pastes|chatty]
                                       [--latency 0.0] [--seed 4] [--misses 0]
@@ -39,7 +40,7 @@ from everchat.tools.bench.workload import FETCH_TOOL, WorkloadRule, Workload, fe
 from everchat.tools.fakemodel import CacheStats, Exchange, FakeModelServer, Latency
 from everchat.transport import schema
 
-__all__ = ["CacheRun", "bench_env", "figures", "main", "misses", "run"]
+__all__ = ["CAUSES", "CacheRun", "bench_env", "cause_of", "causes", "figures", "main", "misses", "run", "summary"]
 
 TARGET = 0.99
 REPLY_MODEL = "claude-sonnet-5-5"
@@ -61,6 +62,12 @@ class CacheRun:
     chat: Path
     seconds: float
     failed_turns: list[tuple[int, str, str]] = field(default_factory=list)
+
+    @property
+    def by_id(self) -> dict[int, Exchange]:
+        if not hasattr(self, "_by_id"):
+            self._by_id = {e.id: e for e in self.exchanges}
+        return self._by_id
 
     def kind_of(self, exchange: Exchange) -> str:
         return self.rule.notes.kinds.get(exchange.id, "other")
@@ -180,9 +187,62 @@ def misses(result: CacheRun, count: int) -> list[dict]:
             "total": e.cache.total, "cache_read": e.cache.cache_read, "perfect_read": e.cache.perfect_read,
             "blocks": e.cache.blocks, "marks": list(e.cache.marks), "read_end": e.cache.read_end,
             "written": list(e.cache.written), "duplicate_of": list(e.cache.duplicate_of),
+            "cause": cause_of(result, e),
         })
     rows.sort(key=lambda row: -row["missed"])
     return rows[:count]
+
+
+CAUSES = {
+    "writer_in_flight": "the request that first sent the prefix had not started its response (R23: a "
+                        "prefix is readable from then on)",
+    "view_closing_block": "the prefix runs into the view's closing block (its last 0-3 lines and </chat>), "
+                          "which carries no mark (R23 marks the last whole block)",
+    "shorter_cut": "the prefix was sent inside a longer one whose mark sat further on, never at this block",
+    "marked_not_read": "the block was marked and written, yet not read (expired, or past the 20-block lookback)",
+}
+
+
+def cause_of(result: CacheRun, exchange: Exchange) -> str | None:
+    """Why `exchange` read less than the perfect prefix cache (a key of `CAUSES`), or None
+    when it read as much."""
+    usage = exchange.cache
+    if usage is None or usage.perfect_read <= usage.cache_read:
+        return None
+    notes = result.rule.notes
+    shape = notes.shapes[exchange.id]
+    block = shape.ends.index(usage.perfect_read)
+    source = result.by_id[notes.first_sent[shape.digests[block]]]
+    if source.first_byte is None or source.first_byte > exchange.started:
+        return "writer_in_flight"
+    if shape.closing >= 0 and block >= shape.closing and not any(m >= shape.closing for m in usage.marks[:-1]):
+        return "view_closing_block"
+    source_shape = notes.shapes[source.id]
+    if source_shape.digests[block] == shape.digests[block] and block in source_shape.marks:
+        return "marked_not_read"
+    return "shorter_cut"
+
+
+def causes(result: CacheRun) -> list[dict]:
+    """The tokens the perfect cache read and ours did not, per kind and cause (`CAUSES`)."""
+    rows: dict[tuple[str, str], list[int]] = {}
+    for exchange in result.exchanges:
+        cause = cause_of(result, exchange)
+        if cause is None:
+            continue
+        row = rows.setdefault((result.kind_of(exchange), cause), [0, 0])
+        row[0] += 1
+        row[1] += exchange.cache.perfect_read - exchange.cache.cache_read
+    out = []
+    for label, kind in KINDS:
+        missed = sum(tokens for (k, _), (_, tokens) in rows.items() if k == kind)
+        for cause in CAUSES:
+            requests, tokens = rows.get((kind, cause), (0, 0))
+            if requests:
+                out.append({"bench": "cache", "workload": result.workload.name, "figure": "missed_by_cause",
+                            "kind": label, "cause": cause, "requests": requests, "missed": tokens,
+                            "of_missed": round(tokens / missed, 4)})
+    return out
 
 
 def summary(result: CacheRun) -> dict:
@@ -209,6 +269,8 @@ def main() -> None:
     for row in figures(result):
         print(json.dumps(row), flush=True)
     print(json.dumps(summary(result)), flush=True)
+    for row in causes(result):
+        print(json.dumps(row), flush=True)
     for row in misses(result, args.misses):
         print(json.dumps(row), flush=True)
 

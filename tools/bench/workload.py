@@ -37,7 +37,7 @@ from typing import Any, Mapping
 from everchat.actors.compaction import read_task
 from everchat.actors.models import ToolSpec
 from everchat.actors.prompt import split_turn
-from everchat.tools.fakemodel import ModelRequest, Reply, Text, ToolCall
+from everchat.tools.fakemodel import ModelRequest, Reply, Text, ToolCall, anthropic_blocks
 
 __all__ = [
     "FETCH_TOOL",
@@ -45,6 +45,7 @@ __all__ = [
     "RequestNotes",
     "Round",
     "SPLIT_BYTES",
+    "Shape",
     "Turn",
     "WORKLOADS",
     "Workload",
@@ -204,13 +205,28 @@ def summary_line(kind: str, name: str, inputs: tuple[str, ...]) -> str:
 # --- the rule ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A request's prompt as the fake cache sees it (`anthropic_blocks`): each block's prefix
+    digest, the tokens through it, the marked blocks, and the view's closing block (the
+    0-3 lines after its last whole block, and `</chat>`; -1 when there is no view)."""
+
+    digests: tuple[bytes, ...]
+    ends: tuple[int, ...]
+    marks: tuple[int, ...]
+    closing: int
+
+
 @dataclass
 class RequestNotes:
-    """What the rule saw, per exchange id: "turn" or "compaction" (or "other"), and every
-    distinct view line any request carried, with the exchanges that carried a placeholder."""
+    """What the rule saw, per exchange id: "turn" or "compaction" (or "other"), the
+    prompt's `Shape`, and the first exchange that sent each block prefix; every distinct
+    view line any request carried, with the exchanges that carried a placeholder."""
 
     kinds: dict[int, str] = field(default_factory=dict)
     turns: dict[int, int] = field(default_factory=dict)  # exchange -> workload turn
+    shapes: dict[int, Shape] = field(default_factory=dict)
+    first_sent: dict[bytes, int] = field(default_factory=dict)  # block prefix -> exchange
     lines: set[str] = field(default_factory=set)
     placeholders: list[int] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -238,6 +254,26 @@ def _view_lines(first_message: Mapping[str, Any]) -> list[str]:
     return [line for line in joined[begin + len("<chat>\n"):end].split("\n") if line]
 
 
+def _shape(body: Mapping[str, Any]) -> Shape:
+    blocks = anthropic_blocks(dict(body))
+    ends, running = [], 0
+    for block in blocks:
+        running += block.tokens
+        ends.append(running)
+    closing = next((j for j, b in enumerate(blocks) if b.where.startswith("messages[0].")
+                    and _block_at(body, b.where).endswith("</chat>")), -1)
+    return Shape(tuple(b.digest for b in blocks), tuple(ends), tuple(j for j, b in enumerate(blocks) if b.mark),
+                 closing)
+
+
+def _block_at(body: Mapping[str, Any], where: str) -> str:
+    """The text of the block at "messages[m].content[c]" ("" when it is not text)."""
+    m, c = (int(part) for part in re.findall(r"\[(\d+)\]", where))
+    content = body["messages"][m].get("content")
+    block = content[c] if isinstance(content, list) else {"text": content}
+    return str(block.get("text", "")) if isinstance(block, dict) else ""
+
+
 class WorkloadRule:
     """The fake model's answers for a workload (see the module docstring). Thread-safe: the
     server calls it on its event loop while the bench reads `notes` after the run."""
@@ -254,7 +290,11 @@ class WorkloadRule:
         first_texts = _texts(first.get("content"))
         last_first = first_texts[-1] if first_texts else ""
         lines = _view_lines(first)
+        shape = _shape(body)
         with self._lock:
+            self.notes.shapes[request.exchange_id] = shape
+            for digest in shape.digests:
+                self.notes.first_sent.setdefault(digest, request.exchange_id)
             self.notes.lines.update(lines)
             if PLACEHOLDER in json.dumps(messages, ensure_ascii=False):
                 self.notes.placeholders.append(request.exchange_id)

@@ -14,6 +14,7 @@ request. Tokens are counted as ceil(UTF-8 bytes / 4) per block.
         server.wait_idle()                      # every outcome recorded
         server.model_calls[0].cache.cache_read  # per-request accounting
         server.cache_stats().of_perfect         # actual reads / perfect prefix reads
+        anthropic_blocks(body)                  # a request's prompt blocks, as the cache sees them
 
 Keys: ``x-api-key`` or ``Authorization: Bearer`` (the anthropic SDK sends the
 latter), checked against `api_keys`; recorded headers never hold them.
@@ -42,7 +43,7 @@ from ._replies import (
 )
 from ._server import FakeModelServer
 from ._state import echo_rule
-from ._tokens import BYTES_PER_TOKEN, count_tokens
+from ._tokens import BYTES_PER_TOKEN, PromptBlock, anthropic_blocks, count_tokens
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -59,6 +60,7 @@ __all__ = [
     "ModelNotFound",
     "ModelRequest",
     "Overloaded",
+    "PromptBlock",
     "QuotaExceeded",
     "RateLimited",
     "Reply",
@@ -67,6 +69,7 @@ __all__ = [
     "Text",
     "Thinking",
     "ToolCall",
+    "anthropic_blocks",
     "count_tokens",
     "echo_rule",
 ]
