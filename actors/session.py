@@ -29,7 +29,6 @@ from __future__ import annotations
 import itertools
 import os
 import queue
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -79,6 +78,15 @@ for _cls in EVENT_TYPES:
     setattr(_Listener, _cls.handler, _Listener._take)
 
 
+def _check_lock(chat: Path) -> None:
+    """R5: a chat another process writes fails here with `ChatLocked` naming the owner
+    (pid, host), before any actor starts (the log writer would fail the same way, but
+    inside its own start, out of the caller's sight)."""
+    from everchat.actors.store import ChatStore
+
+    ChatStore.open(chat, create=True).close()
+
+
 class ChatSession:
     """One open chat with its actors running. Methods are safe to call from any one thread
     at a time (a front end's loop); `stop` may be called from another thread (Ctrl-C)."""
@@ -113,6 +121,8 @@ class ChatSession:
 
         if chat is None:
             chat = getattr(settings, "chat_dir", None) or Path(settings.home) / "chat"
+        settings.instructions()  # a named instructions file that cannot be read fails here, not in a turn
+        _check_lock(Path(chat))
         placement = placement or Placement(workers=settings.compaction_jobs)
         if extra_tools and placement.mode != "single":
             raise ValueError("extra tools are Python callables: they run in the single placement only")

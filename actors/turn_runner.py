@@ -53,8 +53,9 @@ def settings_flags(settings) -> dict:
     flags["settle_timeout"] = settings.settle_timeout
     flags["tool_rounds"] = settings.tool_rounds
     flags["compaction_jobs"] = settings.compaction_jobs
-    if settings.instructions_file is not None:
+    if settings.instructions_file is not None and settings.sources.get("instructions", "default") != "default":
         flags["instructions"] = str(settings.instructions_file)
+    flags["home"] = str(settings.home)
     return flags
 
 
@@ -64,7 +65,11 @@ def configured_settings():
     from everchat.actors.config import load
 
     given = os.environ.get(SETTINGS_ENV)
-    return load(json.loads(given) if given else None)
+    if not given:
+        return load()
+    flags = json.loads(given)
+    home = flags.pop("home", None)
+    return load(flags, home=home)
 
 
 class AskReader:

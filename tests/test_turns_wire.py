@@ -164,6 +164,9 @@ def test_r36_a_turn_waits_for_its_lines_and_shows_no_placeholder(monkeypatch, tm
     assert "0+1|summary of a long note" in view and "not summarized" not in view
     compaction = [x for x in fake.model_calls if x.headers.get("x-everchat-call") == "compaction"]
     assert compaction and compaction[0].ended <= call.arrived
+    # R34: one system prompt and one tool list for turns and compactions, byte for byte
+    assert system_of(compaction[0].body, provider) == system_of(call.body, provider)
+    assert json.dumps(compaction[0].body["tools"]) == json.dumps(call.body["tools"])
 
 
 def test_r36_after_the_settle_timeout_the_turn_shows_the_message_cut_and_marked(monkeypatch, tmp_path, fake):
