@@ -124,6 +124,7 @@ def test_r23_the_replay_holds_turns_and_compactions_told_apart_by_their_last_blo
         assert told == replay.kind_of(e) == e.headers["x-everchat-call"]
         kinds[told] += 1
     assert kinds["turn"] >= 10 and kinds["compaction"] >= 20
+    assert 1 <= bench_cache.summary(replay)["peak_compactions"] <= 8  # R31: never more than 8 at once
 
 
 def test_r23_the_shares_are_between_0_and_1_and_never_above_the_perfect_prefix_caches(replay):

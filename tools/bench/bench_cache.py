@@ -245,6 +245,17 @@ def causes(result: CacheRun) -> list[dict]:
     return out
 
 
+def peak(exchanges: list[Exchange]) -> int:
+    """The most requests in flight at once (R31 caps compactions at 8)."""
+    edges = sorted([(e.started, 1) for e in exchanges] + [(e.ended, -1) for e in exchanges if e.ended is not None],
+                   key=lambda edge: (edge[0], edge[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
 def summary(result: CacheRun) -> dict:
     notes = result.rule.notes
     return {
@@ -253,6 +264,7 @@ def summary(result: CacheRun) -> dict:
         "requests": len(result.exchanges), "view_bytes": result.status.get("view_bytes"),
         "placeholders": len(notes.placeholders), "unknown_requests": len(notes.problems),
         "failed_turns": len(result.failed_turns),
+        "peak_compactions": peak([e for e in result.exchanges if result.kind_of(e) == "compaction"]),
     }
 
 
