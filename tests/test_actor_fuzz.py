@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import threading
 import time
 from collections import Counter
@@ -40,7 +41,7 @@ from hypothesis import strategies as st
 
 from everchat.actors.memory import Budget
 from everchat.actors.supervisor import NodeAgent, Placement, Supervisor, SupervisorActor, actor_names, build_actor
-from everchat.transport import AskTimeout, BadFrame, RemoteError, schema
+from everchat.transport import Actor, AskTimeout, BadFrame, Node, RemoteError, schema
 from everchat.transport import _wire as wire
 
 BUDGET = Budget(ceiling=4000, floor=2000, cceiling=1500, cfloor=800, jobs=2)
@@ -599,3 +600,52 @@ def test_r31_a_next_job_told_instead_of_asked_never_takes_a_job(small_chat):
     except AskTimeout:
         idle = None
     assert idle == schema.Idle(True, 0, 0)
+
+
+# -- what the planner's fix needs from the transport ------------------------------------------
+
+class Holder(Actor):
+    """Keeps every Ping's delivery, to answer it when the test says."""
+
+    def __init__(self, kept: queue.Queue) -> None:
+        super().__init__()
+        self.kept = kept
+
+    def on_ping(self, msg, delivery) -> None:
+        self.kept.put(delivery)
+
+
+def test_a_reply_to_an_asker_whose_process_is_gone_reports_false(tmp_path):
+    """`Delivery.reply` is False when the reply cannot leave: a tell, or an asker whose
+    connection dropped (here a DEALER closed before the answer). The planner needs this to
+    put back a job it handed to a worker that died (test_ops, test_r31 above)."""
+    kept: queue.Queue = queue.Queue()
+    with Node("holder", bind=f"ipc://{tmp_path}/holder") as node:
+        node.host("holder", Holder, kept)
+        node.tell("holder", schema.Ping(b"told"))
+        assert kept.get(timeout=10).reply(schema.Pong(b"told")) is False
+        ctx = zmq.Context()
+        asker = ctx.socket(zmq.DEALER)
+        asker.connect(node.endpoint)
+        asker.send(wire.request_frame(wire.ASK, 1, "holder", "asker", FAR, schema.Ping(b"here")))
+        assert kept.get(timeout=10).reply(schema.Pong(b"here")) is True
+        assert schema.from_obj(wire.parse_reply(asker.recv())[1]) == schema.Pong(b"here")
+        asker.close(0)
+        ctx.term()
+        # The ROUTER hears of a closed connection a moment later (its I/O thread): until
+        # then a reply leaves into nothing and True is all it can say. Each try is a new
+        # asker that closes before its answer; one of the first few must be told False.
+        outcomes = []
+        for attempt in range(200):
+            ctx = zmq.Context()
+            asker = ctx.socket(zmq.DEALER)
+            asker.connect(node.endpoint)
+            asker.send(wire.request_frame(wire.ASK, 2, "holder", "asker", FAR, schema.Ping(b"gone")))
+            gone = kept.get(timeout=10)
+            asker.close(0)
+            ctx.term()
+            outcomes.append(gone.reply(schema.Pong(b"gone")))
+            if outcomes[-1] is False:
+                break
+        assert outcomes[-1] is False, f"{len(outcomes)} replies to closed askers all reported True"
+        assert node.gateway_statistics().errors == 1

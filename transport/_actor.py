@@ -119,7 +119,11 @@ class Delivery:
 
     def reply(self, msg: Message) -> bool:
         """Answer the ask, once, from any thread. Returns False (and sends nothing) for a
-        tell, a second answer, or an answer after the deadline (counted as dropped_late)."""
+        tell, a second answer, or an answer after the deadline (counted as dropped_late);
+        also when the asker's process is known to be gone (its connection dropped: the
+        reply could not leave, counted as an error of the gateway). True does not promise
+        arrival: a process may die while the reply travels. A handler that hands out
+        something to whoever asked (a job) puts it back when this returns False."""
         mailbox = self._mailbox
         try:
             mailbox.unanswered.remove(self)
@@ -133,9 +137,8 @@ class Delivery:
         route = self._route
         if route.__class__ is Slot:
             route.set(msg)
-        else:
-            mailbox.node._send_reply(route, self.request_id, msg)
-        return True
+            return True
+        return mailbox.node._send_reply(route, self.request_id, msg)
 
     def fail(self, kind: str, text: str) -> bool:
         """Answer the ask with an error: the asker's `ask` raises RemoteError(kind, text)."""

@@ -327,29 +327,33 @@ class Node:
                 raise ActorStopped(f"{self.ident} stopped while asking {mailbox.ident}")
         return unwrap(slot.value)
 
-    def _send_reply(self, identity: bytes, request_id: int, msg: Message) -> None:
+    def _send_reply(self, identity: bytes, request_id: int, msg: Message) -> bool:
         try:
             frame = reply_frame(request_id, msg)
         except BadFrame as exc:
             log.error("%s: reply %s cannot be encoded: %s", self.ident, msg.type_name, exc.reason)
             frame = reply_frame(request_id, ErrorReply(K_BAD_REPLY, f"the reply could not be encoded: {exc.reason}"))
-        self._send_routed([identity, frame])
+        return self._send_routed([identity, frame])
 
-    def _send_routed(self, frames: list[bytes]) -> None:
-        """Send a reply on the gateway's ROUTER from any thread (see _gateway.py)."""
+    def _send_routed(self, frames: list[bytes]) -> bool:
+        """Send a reply on the gateway's ROUTER from any thread (see _gateway.py); False
+        when it could not leave (the asker's connection is gone, or the node stopped)."""
+        sent = False
         with self._router_lock:
             router = self._router
             if router is None:
                 log.info("%s: reply not sent: the node is stopped", self.ident)
-                return
+                return False
             try:
                 send_frames(router, frames, NOBLOCK)
+                sent = True
             except zmq.ZMQError as exc:   # EHOSTUNREACH: the asker is gone; EAGAIN: it stopped reading
                 self._gateway_recorder.errors += 1
                 log.info("%s: reply not delivered: %s", self.ident, exc)
             waiting = readable(router)
         if waiting:                       # our send may have eaten the gateway's wake-up
             self._push([OP_WAKE])
+        return sent
 
     # ---- events ----
 
