@@ -12,7 +12,7 @@ from everchat.actors.session import ChatSession, ZoomError
 from everchat.actors.store import ChatLocked
 from everchat.actors.supervisor import Placement
 from everchat.actors.turns import incomplete_text
-from everchat.tools.fakemodel import Latency, Reply, Text, ToolCall
+from everchat.tools.fakemodel import Latency, Reply, ServerError, Text, ToolCall
 from everchat.transport import schema
 
 from test_turns_wire import configure, fake, server, turn_calls, until_end  # noqa: F401 (fixtures)
@@ -113,3 +113,30 @@ def test_the_turn_runner_in_its_own_process_runs_the_same_turn(tmp_path):
         turn = session.send("What did I ask you to remember?")
         events = until_end(session, turn)
     assert "amber-42" in reply_of(events)
+
+
+def test_r30_a_failed_compaction_reaches_the_person_as_a_notice(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    fake.rule(lambda request: ServerError() if "Compaction: " in request.last_user_text else Reply(Text("ok")))
+    with ChatSession.open(settings) as session:
+        session.note("long " * 200)  # its leaf needs a compaction, which fails
+        notice = session.next_event(timeout=30)
+        assert isinstance(notice, schema.Notice) and notice.level == "warning"
+        assert notice.text.startswith("Summarizing 0+1 failed (1 of 3): ")
+        assert session.status()["failures"] >= 1
+
+
+def test_extra_tools_follow_the_memory_tools_and_their_results_are_logged(monkeypatch, tmp_path, fake):
+    from everchat.actors.models import ToolSpec
+
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    spec = ToolSpec("shout", "Upper-cases its text.", {"type": "object", "properties": {"text": {"type": "string"}}})
+    fake.script(Reply(ToolCall("shout", {"text": "hi"}, id="s1")), Reply(ToolCall("shout", {}, id="s2")),
+                Reply(Text("Done.")))
+    with ChatSession.open(settings, extra_tools=[(spec, lambda arguments: arguments["text"].upper())]) as session:
+        turn = session.send("Shout hi.")
+        events = until_end(session, turn)
+        results = [e for e in events if isinstance(e, schema.TurnToolResult)]
+        assert [(r.preview, r.is_error) for r in results] == [("HI", False), ("shout failed: KeyError: 'text'", True)]
+        assert session.zoom(turn + 2, 1) == "echo: HI"
+    assert [tool["name"] for tool in turn_calls(fake)[0].body["tools"]] == ["zoom", "date", "shout"]

@@ -191,6 +191,17 @@ def test_r36_a_message_typed_during_a_tool_loop_joins_between_tool_calls():
     assert ("joined", False, 1) in io.ops
 
 
+def test_r36_a_message_typed_while_the_view_settles_goes_out_with_the_first_request():
+    typed = Input((8,), "And a second thing.")
+    io = ScriptedIO([[TextDelta("Both."), Stop("end_turn")]], joins={0: [typed]})
+    runner().run(io)
+    (request,) = io.requests
+    (first,) = request.messages
+    assert first.content[-2].text.startswith("[turn]") and first.content[-2].text.endswith("What is in line 3?")
+    assert first.content[-1].text.endswith("(message 8):]\nAnd a second thing.") and first.content[-1].cache
+    assert schema.TurnJoined(turn=6, message=8) in io.events
+
+
 def test_r36_a_reply_without_tool_calls_takes_in_what_was_typed_meanwhile():
     typed = Input((8,), "One more thing.")
     io = ScriptedIO([[TextDelta("First answer."), Stop("end_turn")], [TextDelta("Second."), Stop("end_turn")]],
