@@ -36,7 +36,7 @@ from pathlib import Path
 
 from everchat.actors.planning import ZoomError
 from everchat.actors.turn_runner import AskReader
-from everchat.actors.turns import MemoryTools
+from everchat.actors.memory_tools import MemoryTools
 from everchat.transport import Actor, schema
 
 __all__ = ["ChatSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]

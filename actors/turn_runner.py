@@ -23,9 +23,10 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from everchat.actors.models import ImageBlock, Request, ToolSpec
+from everchat.actors.models import ImageBlock, Request
 from everchat.actors.prompt import Prompt
-from everchat.actors.turns import Input, MemoryTools, ToolOutcome, TurnRunner, media_type
+from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
+from everchat.actors.turns import Input, TurnRunner
 from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["TurnRunnerActor", "AskReader", "SETTINGS_ENV", "settings_flags", "configured_settings"]

@@ -2,8 +2,7 @@
 
 Pure: no sockets, no threads. `TurnRunner.run` drives one turn through a `TurnIO` (the
 actor shell's asks to the log writer and the planner, the model stream, the tools), and
-tests drive it with a scripted `TurnIO`. `MemoryTools` runs the model's `zoom` and `date`
-(R35) over any `MemoryReader`: the turn runner's asks, or a session's.
+tests drive it with a scripted `TurnIO`. The memory tools (R35) are in `memory_tools`.
 
 A turn for input m (R36):
 1. the view is rendered as it stands for the messages before m and settled (`io.settle`:
@@ -41,9 +40,10 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from everchat.actors.memory import LINE_LIMIT, children, key_of, render_line
+from everchat.actors.memory import LINE_LIMIT
+from everchat.actors.memory_tools import ToolOutcome
 from everchat.actors.models import (
     ImageBlock,
     Message,
@@ -56,11 +56,9 @@ from everchat.actors.models import (
     ThinkingDelta,
     ToolCall,
     ToolResultBlock,
-    ToolSpec,
     ToolUseBlock,
     Usage,
 )
-from everchat.actors.planning import ZOOM_PAGE_BYTES, ZoomError
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
 from everchat.transport import schema
 
@@ -68,15 +66,11 @@ __all__ = [
     "DRAFT_SECONDS",
     "INCOMPLETE",
     "Input",
-    "MemoryReader",
-    "MemoryTools",
     "ToolOutcome",
     "TurnIO",
     "TurnRunner",
     "TurnUsage",
-    "ZoomError",
     "incomplete_text",
-    "media_type",
     "view_lines",
 ]
 
@@ -105,175 +99,6 @@ def view_lines(view: str) -> list[str]:
     return body.splitlines()
 
 
-def media_type(data: bytes) -> str:
-    """The image type of stored bytes (R9 checked them when they were stored)."""
-    from everchat.actors.store._assets import image_type
-
-    kind = image_type(data)
-    if kind is None:
-        raise ValueError("a stored asset is not an image")
-    return f"image/{kind}"
-
-
-# --- the memory tools (R35) ----------------------------------------------------------
-
-
-class MemoryReader(Protocol):
-    """What `MemoryTools` reads: the message count, messages, tree nodes, assets."""
-
-    def count(self) -> int: ...
-
-    def message(self, i: int) -> Any: ...  # .kind, .text, .date, .images
-
-    def node(self, l: int, i: int) -> str | None: ...  # noqa: E741
-
-    def asset(self, digest: str) -> bytes: ...
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """A tool's answer: text (logged as `echo`), images (sent to the model; `digests` are
-    logged with the echo), and whether it is an error the model should read as one."""
-
-    text: str
-    is_error: bool = False
-    images: tuple[ImageBlock, ...] = ()
-    digests: tuple[str, ...] = ()
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-class MemoryTools:
-    """R35's `zoom` and `date` over a reader, with a clear error for each wrong argument.
-
-    `agents` maps an agent's name to a callable `(page) -> str` for its transcript; no
-    agents exist yet, so by default every name is "no agent named X".
-    """
-
-    def __init__(self, reader: MemoryReader, agents: Callable[[str, int], str] | None = None) -> None:
-        self.reader = reader
-        self.agents = agents
-
-    # the tools as the model calls them: a dict of arguments -> ToolOutcome
-
-    def call(self, name: str, arguments: dict) -> ToolOutcome:
-        try:
-            if name == "zoom":
-                return self._zoom_call(arguments)
-            if name == "date":
-                unknown = sorted(set(arguments) - {"id"})
-                if unknown:
-                    raise ZoomError(f"date takes only id, not {', '.join(map(repr, unknown))}.")
-                if "id" not in arguments:
-                    raise ZoomError("date needs id: the message's id, e.g. date(12).")
-                return ToolOutcome(self.date(arguments["id"]))
-        except ZoomError as error:
-            return ToolOutcome(str(error), is_error=True)
-        return ToolOutcome(f"No tool called {name!r}.", is_error=True)
-
-    def _zoom_call(self, arguments: dict) -> ToolOutcome:
-        unknown = sorted(set(arguments) - {"id", "n", "page", "name"})
-        if unknown:
-            raise ZoomError(f"zoom takes id, n and page, or name; not {', '.join(map(repr, unknown))}.")
-        page = arguments.get("page", 1)
-        target = arguments.get("name")
-        first = arguments.get("id")
-        if isinstance(first, str) and target is None:
-            target, first = first, None  # zoom("Name") with the name where the id goes
-        if target is not None:
-            if first is not None or "n" in arguments:
-                raise ZoomError("zoom takes either id and n, or name, not both.")
-            return ToolOutcome(self.transcript(target, page))
-        if first is None:
-            raise ZoomError("zoom needs id and n (e.g. zoom(0, 8), zoom(12, 1)), or an agent's name.")
-        return self.zoom(first, arguments.get("n", 1), page)
-
-    # the same as plain methods, raising ZoomError (the session's zoom and date)
-
-    def zoom(self, first: Any, count: Any = 1, page: Any = 1) -> ToolOutcome:
-        """R35: zoom(id, n >= 2) gives the two child lines (R14, placeholder when unbuilt);
-        zoom(id, 1) gives `kind: text` whole with its images, in pages of 16,000 bytes."""
-        if not _whole(first):
-            raise ZoomError(f"id must be a whole number, not {first!r}.")
-        if not _whole(count):
-            raise ZoomError(f"n must be a whole number (a power of two), not {count!r}.")
-        if not _whole(page):
-            raise ZoomError(f"page must be a whole number, not {page!r}.")
-        messages = self.reader.count()
-        line = f"No line {first}+{count}."
-        if count < 1 or count & (count - 1):
-            raise ZoomError(f"{line} n must be a power of two: 1, 2, 4, 8 …")
-        if first < 0 or first % count:
-            raise ZoomError(f"{line} id must be a multiple of n, at least 0.")
-        if first + count > messages:
-            raise ZoomError(f"{line} The chat has {messages} messages (ids 0 to {messages - 1}).")
-        if count >= 2:
-            if page != 1:
-                raise ZoomError(f"Line {first}+{count} has one page, not page {page}.")
-            up = key_of(count.bit_length() - 1, first // count)
-            lines = []
-            for half in children(up):
-                lines.append(render_line(half, self._node(half)))
-            return ToolOutcome("\n".join(lines))
-        record = self.reader.message(first)
-        pages = _pages(f"{record.kind}: {record.text}")
-        if not 1 <= page <= len(pages):
-            plural = "s" if len(pages) > 1 else ""
-            raise ZoomError(f"Message {first} has {len(pages)} page{plural}, not page {page}.")
-        text = pages[page - 1]
-        images: list[ImageBlock] = []
-        digests = tuple(record.images)
-        if digests:
-            text += "\n" + "\n".join(f"[image {digest}]" for digest in digests)
-            for digest in digests:
-                data = self.reader.asset(digest)
-                images.append(ImageBlock(data, media_type(data)))
-        if page < len(pages):
-            text += f"\n(page {page} of {len(pages)}: zoom({first}, 1, page={page + 1}) for the rest)"
-        return ToolOutcome(text, images=tuple(images), digests=digests)
-
-    def _node(self, key: int) -> str | None:
-        from everchat.actors.memory import node_of
-
-        return self.reader.node(*node_of(key))
-
-    def date(self, message: Any) -> str:
-        """R35: the local date and time message `id` was logged."""
-        if not _whole(message):
-            raise ZoomError(f"id must be a whole number, not {message!r}.")
-        messages = self.reader.count()
-        if not 0 <= message < messages:
-            raise ZoomError(f"No message {message}: the chat has {messages} messages (ids 0 to {messages - 1}).")
-        return self.reader.message(message).date
-
-    def transcript(self, agent: Any, page: Any = 1) -> str:
-        """R35: zoom("Name"), an agent's transcript, paged."""
-        if not isinstance(agent, str) or not agent:
-            raise ZoomError(f"an agent's name is text, not {agent!r}.")
-        if not _whole(page) or page < 1:
-            raise ZoomError(f"page must be a whole number from 1, not {page!r}.")
-        if self.agents is None:
-            raise ZoomError(f"No agent named {agent!r}: this chat has no agents yet.")
-        return self.agents(agent, page)
-
-
-def _pages(text: str) -> list[str]:
-    """R35: a message's line in pages of at most 16,000 bytes, cut between characters."""
-    body = text.encode()
-    pages = []
-    begin = 0
-    while True:
-        stop = min(len(body), begin + ZOOM_PAGE_BYTES)
-        while stop < len(body) and (body[stop] & 0xC0) == 0x80:
-            stop -= 1
-        pages.append(body[begin:stop].decode())
-        if stop >= len(body):
-            return pages
-        begin = stop
-
-
 # --- one turn -------------------------------------------------------------------------
 
 
@@ -287,13 +112,23 @@ class Input:
 
 
 class TurnIO(Protocol):
-    """What a turn does outside itself; the actor shell implements it with asks."""
+    """What a turn does outside itself; the actor shell implements it with asks.
+
+    - `settle()`: R36's view for the messages logged so far, once every line is built
+      (or at the settle timeout, with the fallback lines): a `SettledView`.
+    - `begin()`: log the turn's own message m; returns it with its ids.
+    - `log(kind, text, key, images, meta)`: append one message (idempotent by key).
+    - `save_draft(key, text, meta)`: the streaming reply so far (`key` None clears it).
+    - `stream(request)`: the model's events; a stop ends the iteration.
+    - `tool(name, arguments)`: run a tool; `image(digest)`: a stored image as a block.
+    - `joined(final)`: messages logged since the last call; with `final`, if there are
+      none, the turn is over (atomically: later input starts a fresh turn).
+    - `publish(event)`, `stopped()`, `now()` (local time, for the header), `clock()`.
+    """
 
     def settle(self) -> schema.SettledView: ...
-    """R36: the view for the messages logged so far, once settled (or at the timeout)."""
 
     def begin(self) -> Input: ...
-    """Log the turn's own message m; returns it with its ids."""
 
     def log(self, kind: str, text: str, key: str, images: Sequence[str] = (), meta: dict | None = None) -> list[int]: ...
 
@@ -306,7 +141,6 @@ class TurnIO(Protocol):
     def image(self, digest: str) -> ImageBlock: ...
 
     def joined(self, final: bool) -> list[Input]: ...
-    """Messages logged since the last call; `final`: if none, the turn is over (atomically)."""
 
     def publish(self, event: schema.Message) -> None: ...
 
