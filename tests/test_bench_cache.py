@@ -17,7 +17,7 @@ from everchat.tools.bench import bench_cache
 from everchat.tools.bench.workload import (
     PLACEHOLDER,
     WorkloadRule,
-    _call_input,
+    call_input,
     fetch,
     make_workload,
     summary_line,
@@ -66,7 +66,7 @@ def test_a_tool_call_has_the_drawn_size_and_fetch_returns_the_size_it_names():
     workload = make_workload("pastes", 300)
     turn = next(t for t in workload.turns if len(t.rounds) >= 2)
     for k, rnd in enumerate(turn.rounds):
-        arguments = _call_input(turn, k)
+        arguments = call_input(turn, k)
         assert len(json.dumps(arguments, separators=(",", ":"))) == rnd.call_bytes
         assert len(fetch(arguments).encode()) == rnd.result_bytes
         assert fetch(arguments) == fetch(dict(arguments))

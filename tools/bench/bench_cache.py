@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 from everchat.actors.config import load
+from everchat.actors.session import ChatSession
 from everchat.actors.supervisor import Placement
 from everchat.tools.bench.workload import FETCH_TOOL, WorkloadRule, Workload, fetch, make_workload
 from everchat.tools.fakemodel import CacheStats, Exchange, FakeModelServer, Latency
@@ -62,12 +63,10 @@ class CacheRun:
     chat: Path
     seconds: float
     failed_turns: list[tuple[int, str, str]] = field(default_factory=list)
+    by_id: dict[int, Exchange] = field(init=False, repr=False)
 
-    @property
-    def by_id(self) -> dict[int, Exchange]:
-        if not hasattr(self, "_by_id"):
-            self._by_id = {e.id: e for e in self.exchanges}
-        return self._by_id
+    def __post_init__(self) -> None:
+        self.by_id = {e.id: e for e in self.exchanges}
 
     def kind_of(self, exchange: Exchange) -> str:
         return self.rule.notes.kinds.get(exchange.id, "other")
@@ -130,8 +129,6 @@ def run(workload: str | Workload = "pastes", messages: int = 3000, *, seed: int 
         record_bodies: bool = False, home: str | Path | None = None, workers: int = 8) -> CacheRun:
     """Replay a workload through the real session against the fake server; see the module
     docstring. `home` keeps the chat folder (default: a temporary one, removed)."""
-    from everchat.actors.session import ChatSession
-
     plan = workload if isinstance(workload, Workload) else make_workload(workload, messages, seed)
     rule = WorkloadRule(plan)
     spread = Latency.around(latency, latency / 4) if latency > 0 else Latency()

@@ -50,6 +50,7 @@ __all__ = [
     "WORKLOADS",
     "Workload",
     "WorkloadRule",
+    "call_input",
     "fetch",
     "filler",
     "make_workload",
@@ -185,7 +186,7 @@ def fetch(arguments: Mapping[str, Any]) -> str:
     return filler(f"result:{arguments.get('turn')}:{arguments.get('round')}", size)
 
 
-def _call_input(turn: Turn, k: int) -> dict[str, Any]:
+def call_input(turn: Turn, k: int) -> dict[str, Any]:
     """The call's JSON input, padded so its compact JSON is `call_bytes` long."""
     rnd = turn.rounds[k]
     base = {"turn": turn.index, "round": k, "bytes": rnd.result_bytes, "note": ""}
@@ -317,5 +318,5 @@ class WorkloadRule:
             self.notes.kinds[request.exchange_id] = "turn"
             self.notes.turns[request.exchange_id] = index
         if k < len(plan.rounds):
-            return Reply(ToolCall(FETCH_TOOL.name, _call_input(plan, k), id=f"fetch_{index}_{k}"))
+            return Reply(ToolCall(FETCH_TOOL.name, call_input(plan, k), id=f"fetch_{index}_{k}"))
         return Reply(Text(filler(f"reply:{index}", plan.reply_bytes)))
