@@ -167,3 +167,46 @@ def test_a_missing_file_is_a_usage_error(tmp_path, capsys):
     assert main(["import", str(tmp_path / "nope.txt"), "--data-dir", str(tmp_path / "chat")]) == 2
     assert "nope.txt: no such file" in capsys.readouterr().err
     assert not (tmp_path / "chat").exists()
+
+
+def test_ctrl_c_stops_an_import_that_the_same_command_then_finishes(tmp_path, capsys, monkeypatch):
+    from everchat.frontends import commands_import
+
+    chat, source = tmp_path / "chat", tmp_path / "a.txt"
+    text = text_file(source, 3 * BATCH_BYTES)
+    real = commands_import.parts_of
+
+    def interrupted(path):
+        for n, part in enumerate(real(path)):
+            if n == 100:  # past the first group commit (64 parts of 16 KB)
+                raise KeyboardInterrupt
+            yield part
+
+    monkeypatch.setattr(commands_import, "parts_of", interrupted)
+    assert main(["import", str(source), "--data-dir", str(chat)]) == 130
+    assert "run the same command again to go on where it stopped" in capsys.readouterr().err
+    logged = len(notes(chat))
+    assert 0 < logged <= 100
+    monkeypatch.setattr(commands_import, "parts_of", real)
+    assert main(["import", str(source), "--data-dir", str(chat)]) == 0
+    assert f"{logged} were logged before" in capsys.readouterr().out
+    assert "".join(r.text for r in notes(chat)) == text
+
+
+def test_on_a_terminal_the_progress_bar_redraws_one_line():
+    import io
+
+    from everchat.frontends.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = Progress("importing a.txt", 2048, screen)
+    bar.update(1024, "1 notes")
+    bar.finish(2048, "2 notes")
+    drawn = screen.getvalue()
+    assert drawn.startswith("\rimporting a.txt [############............]  50% 1.0 KB of 2.0 KB 1 notes")
+    assert drawn.endswith("\rimporting a.txt [########################] 100% 2.0 KB of 2.0 KB 2 notes\n")
+    assert drawn.count("\n") == 1
