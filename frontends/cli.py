@@ -43,6 +43,17 @@ _COMMANDS = {
 }
 
 
+_EPILOG = """\
+examples:
+  everchat --demo ask 'Remember amber-42.'      one turn with the offline models
+  everchat import notes.txt                     run it again after an interruption
+  everchat zoom 40+8                            the two halves of the view line 40+8
+  everchat status --data-dir ~/other-chat       options go before or after the command
+
+exit status: 0 done, 1 failed, 2 wrong arguments (nothing changed), 130 interrupted
+"""
+
+
 def default_data_dir() -> Path:
     """The chat folder: `chat/` in Everchat's home (`$EVERCHAT_HOME`, else `~/.everchat`),
     beside its `config.toml`."""
@@ -70,7 +81,8 @@ def _common() -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     common = _common()
-    parser = _Parser(prog="everchat", description="One chat that never ends.", parents=[common])
+    parser = _Parser(prog="everchat", description="One chat that never ends.", parents=[common],
+                     epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def command(name: str) -> argparse.ArgumentParser:

@@ -135,6 +135,10 @@ def run_import(args: argparse.Namespace) -> int:
                     known += 1
             batch.clear()
             batch_bytes = 0
+            # Planning keeps long leaves' lines as their compactions' input; no compaction
+            # runs here and it reads them from the log when missing, so a big import must
+            # not hold the whole file in memory. (Planning has no public way to say so yet.)
+            chat._leaf_lines.clear()
 
         done = 0
         try:
