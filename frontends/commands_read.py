@@ -68,7 +68,7 @@ class _StoreReader:
 
 def _transcript(chat, agent: str, page: int) -> str:
     """R35: zoom("Name") with the model's own tool code, so the words are the same."""
-    from everchat.actors.turns import MemoryTools
+    from everchat.actors.memory_tools import MemoryTools
 
     return MemoryTools(_StoreReader(chat.store)).transcript(agent, page)
 
