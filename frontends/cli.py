@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--no-wait", action="store_true",
                      help="exit after the reply without waiting for its summaries")
     note = command("note")
-    note.add_argument("text")
+    note.add_argument("text", help="the note; - reads it from stdin")
     imp = command("import")
     imp.add_argument("file", type=Path)
     command("view")

@@ -1,4 +1,4 @@
-"""`note TEXT`: log one memory from before the chat as a `note` message (R3).
+"""`note TEXT` (or `note -`: the text from stdin): log one memory from before the chat as a `note` message (R3).
 
 The note is logged and planned as the chat's one writer (R5); a note longer than
 16,000 bytes becomes several consecutive notes (R8). Its summary, when it needs
@@ -8,6 +8,7 @@ one, is built when the chat next runs (or by `everchat compact`).
 from __future__ import annotations
 
 import argparse
+import sys
 
 from everchat.frontends.commands import EXIT_OK, UsageError, open_writer
 
@@ -21,11 +22,12 @@ def describe_ids(ids: list[int]) -> str:
 def note(args: argparse.Namespace) -> int:
     from everchat.actors.store import BadInput
 
-    if not args.text.strip():
+    text = sys.stdin.read() if args.text == "-" else args.text
+    if not text.strip():
         raise UsageError("a note needs some text")
     with open_writer(args.data_dir) as chat:
         try:
-            ids, _ = chat.add("note", args.text)
+            ids, _ = chat.add("note", text)
         except BadInput as error:
             raise UsageError(str(error)) from None
     print(f"logged {describe_ids(ids)}")

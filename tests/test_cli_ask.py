@@ -154,3 +154,24 @@ def test_everchat_alone_opens_the_terminal_chat(env, tmp_path):
         done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--demo", *args], env=env,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "the terminal chat needs a terminal" in done.stderr
+
+
+def test_r5_note_and_import_on_a_chat_open_elsewhere_name_the_owner(env, tmp_path):
+    chat = tmp_path / "chat"
+    (tmp_path / "a.txt").write_text("a memory\n")
+    with Chat.open(chat, create=True) as holder:
+        for args in (["note", "hello"], ["import", str(tmp_path / "a.txt")]):
+            done = everchat(env, "--data-dir", str(chat), *args)
+            assert done.returncode == 1
+            assert f"is locked by its writer, pid {os.getpid()}" in done.stderr
+            assert "read-only commands such as `view` and `status` work meanwhile" in done.stderr
+        assert holder.store.message_count == 0
+
+
+def test_a_note_can_come_from_stdin_whole(env, tmp_path):
+    chat = tmp_path / "chat"
+    text = "line one\nline two: amber-42\n" * 1200  # 36,000 bytes: R8 logs three notes
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "note", "-", "--data-dir", str(chat)],
+                          input=text, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "logged messages 0-2\n"
+    assert "".join(r.text for r in records(chat)) == text
