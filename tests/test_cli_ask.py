@@ -175,3 +175,33 @@ def test_a_note_can_come_from_stdin_whole(env, tmp_path):
                           input=text, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "logged messages 0-2\n"
     assert "".join(r.text for r in records(chat)) == text
+
+
+def test_r37_ctrl_c_stops_the_call_and_exits_130(env, tmp_path):
+    """Ctrl-C during the call: the CLI stops the turn (StopTurn) and waits for its end."""
+    import signal
+
+    from everchat.tools.fakemodel import Gate
+
+    chat = tmp_path / "chat"
+    gate = Gate()
+    with FakeModelServer() as server:
+        server.script(Reply(Text("never sent"), gate=gate))
+        run_env = dict(env, ANTHROPIC_API_KEY="test-key", EVERCHAT_REPLY_PROVIDER="anthropic",
+                       EVERCHAT_REPLY_BASE_URL=server.base_url, EVERCHAT_COMPACTION_PROVIDER="demo")
+        child = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--data-dir", str(chat),
+                                  "ask", "Tell me a long story."], env=run_env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            assert server.wait_for_requests(1, timeout=60)  # the call is running, held at the gate
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=60)
+        finally:
+            gate.open()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 130, err
+    assert "interrupted" in err
+    # The gate held the reply's first byte: the message is logged, no reply at all.
+    assert [(r.kind, r.text) for r in records(chat)] == [("user", "Tell me a long story.")]
