@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
-                                         load_settings)
+                                         load_settings, open_reader)
 
 __all__ = ["run", "check_images"]
 
@@ -177,6 +177,10 @@ def ask(args: argparse.Namespace) -> int:
 
 
 def compact(args: argparse.Namespace) -> int:
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout is a number of seconds above 0, not {args.timeout:g}")
+    with open_reader(args.data_dir):
+        pass  # a folder without a chat fails here, clearly, instead of becoming an empty chat
     with _session(args) as session:
         pending = session.status()["pending"]
         if pending:

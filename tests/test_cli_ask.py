@@ -205,3 +205,10 @@ def test_r37_ctrl_c_stops_the_call_and_exits_130(env, tmp_path):
     assert "interrupted" in err
     # The gate held the reply's first byte: the message is logged, no reply at all.
     assert [(r.kind, r.text) for r in records(chat)] == [("user", "Tell me a long story.")]
+
+
+def test_compact_on_a_folder_without_a_chat_fails_and_makes_nothing(tmp_path, capsys):
+    assert main(["--demo", "compact", "--data-dir", str(tmp_path / "none")]) == 1
+    assert "holds no chat" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+    assert main(["--demo", "compact", "--timeout", "0", "--data-dir", str(tmp_path / "none")]) == 2
