@@ -191,3 +191,20 @@ def test_the_rule_noted_every_view_line_a_turn_carried(replay):
     lines = view.removeprefix("<chat>\n").removesuffix("</chat>").splitlines()
     assert lines and set(lines) <= replay.rule.notes.lines
     assert turn_tag(replay.rule.notes.turns[turn.id]) in turn.body["messages"][0]["content"][-1]["text"]
+
+
+def test_the_closing_mark_what_if_marks_each_compactions_closing_block_and_is_put_back(tmp_path):
+    from everchat.actors.compaction import Compaction
+
+    plain = Compaction.__init__
+    with bench_cache.closing_mark():
+        assert Compaction.__init__ is not plain
+        what_if = bench_cache.run("chatty", 40, seed=3, home=tmp_path)
+    assert Compaction.__init__ is plain
+    compactions = [e for e in what_if.exchanges if what_if.kind_of(e) == "compaction"]
+    assert compactions
+    for e in compactions:  # system, last whole block (when there is one), closing block, end: at most 4
+        shape = what_if.rule.notes.shapes[e.id]
+        assert shape.closing in e.cache.marks and len(e.cache.marks) <= 4
+    assert all(row["cause"] != "view_closing_block" for row in bench_cache.causes(what_if)
+               if row["kind"] == "compactions")

@@ -20,12 +20,16 @@ perfect cache, with what the cache model saw.
 
     python tools/bench/bench_cache.py [--messages 3000] [--workload pastes|chatty]
                                       [--latency 0.0] [--seed 4] [--misses 0]
+                                      [--what-if closing-mark]
+
+The pool's prefix gate (R23's one writer per new prefix) follows EVERCHAT_PREFIX_GATE.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import tempfile
@@ -107,6 +111,29 @@ def bench_env(home: Path, base_url: str) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextlib.contextmanager
+def closing_mark() -> Iterator[None]:
+    """What if (not R23 today): a compaction also marks its context's closing block (its
+    last 0-3 lines and `</chat>`), a fourth mark, Anthropic's limit. Compactions started
+    together share one cut context (R27 stops it at the first unbuilt line), so the later
+    ones could read it whole; the end mark writes that far anyway, so it costs no extra
+    write. Patches `Compaction` in this process (the single placement) and puts it back."""
+    from everchat.actors import compaction
+
+    plain = compaction.Compaction.__init__
+
+    def marked(self, *args, **kwargs) -> None:
+        plain(self, *args, **kwargs)
+        *whole, closing = self._context
+        self._context = [*whole, dataclasses.replace(closing, cache=True)]
+
+    compaction.Compaction.__init__ = marked
+    try:
+        yield
+    finally:
+        compaction.Compaction.__init__ = plain
 
 
 def _play(session, workload: Workload, failed: list[tuple[int, str, str]]) -> None:
@@ -262,6 +289,7 @@ def summary(result: CacheRun) -> dict:
         "placeholders": len(notes.placeholders), "unknown_requests": len(notes.problems),
         "failed_turns": len(result.failed_turns),
         "peak_compactions": peak([e for e in result.exchanges if result.kind_of(e) == "compaction"]),
+        "prefix_gate": os.environ.get("EVERCHAT_PREFIX_GATE") or "default",
     }
 
 
@@ -273,8 +301,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0,
                         help="the fake model's first-byte latency in seconds (± a quarter)")
     parser.add_argument("--misses", type=int, default=0, help="also print the N worst-read requests")
+    parser.add_argument("--what-if", choices=("closing-mark",), default=None,
+                        help="closing-mark: compactions also mark their context's closing block (not R23 today)")
     args = parser.parse_args()
-    result = run(args.workload, args.messages, seed=args.seed, latency=args.latency)
+    with closing_mark() if args.what_if == "closing-mark" else contextlib.nullcontext():
+        result = run(args.workload, args.messages, seed=args.seed, latency=args.latency)
     for row in figures(result):
         print(json.dumps(row), flush=True)
     print(json.dumps(summary(result)), flush=True)
