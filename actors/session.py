@@ -27,6 +27,7 @@ Events (all in `transport.schema`, `turn` = the id of the user message that open
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import queue
 import time
@@ -37,7 +38,7 @@ from pathlib import Path
 from everchat.actors.planning import ZoomError
 from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools
-from everchat.transport import Actor, schema
+from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["ChatSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]
 
@@ -46,6 +47,8 @@ TurnEvent = (schema.TurnStarted | schema.TurnText | schema.TurnThinking | schema
 
 EVENT_TYPES = (schema.TurnStarted, schema.TurnText, schema.TurnThinking, schema.TurnThinkingDone,
                schema.TurnToolCall, schema.TurnToolResult, schema.TurnJoined, schema.TurnEnded, schema.Notice)
+
+log = logging.getLogger("everchat.session")
 
 _ASK_SECONDS = 30.0
 _sessions = itertools.count(1)
@@ -174,8 +177,9 @@ class ChatSession:
 
     def status(self) -> dict:
         """messages, view_bytes, view_budget, pending (unbuilt lines), failures (compaction
-        calls failed this run), model, cache_share (cache reads / prompt tokens), usage;
-        plus the planner's own figures under `planner`."""
+        calls failed this run), model, running (a turn is on), turn (its message id, -1
+        before it is logged or without a turn), cache_share (cache reads / prompt tokens),
+        usage; plus the planner's own figures under `planner`."""
         planner = self._planner_state().status
         turn = self.node.ask("turn_runner", schema.TurnStatus(), timeout=_ASK_SECONDS)
         usage = turn.usage
@@ -188,6 +192,7 @@ class ChatSession:
             "failures": self.counts["failures"],
             "model": turn.model,
             "turn": turn.turn,
+            "running": turn.running,
             "cache_share": usage.get("cache_read", 0) / prompt if prompt else 0.0,
             "usage": usage,
             "planner": planner,
@@ -228,11 +233,30 @@ class ChatSession:
         self.node.ask("planner", schema.PoolIdle(), timeout=left)
 
     def close(self) -> None:
-        """Stop every actor and release the chat's lock. Idempotent."""
+        """Stop a running turn (its streamed part is logged, marked incomplete, R37), let
+        the planner save what it planned, stop every actor and release the chat's lock.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
+        try:
+            self._settle_down()
+        except TransportError as error:  # an actor already gone: stopping is all that is left
+            log.info("%s: closing without settling down: %s", self, error)
         self.supervisor.stop()
+
+    def _settle_down(self, timeout: float = 5.0) -> None:
+        """Before the actors stop: a running turn is stopped (its streamed part logged,
+        R37) and the planner has planned and saved every message logged (its mailbox
+        answers PlannerStatus after the Logged tells before it)."""
+        deadline = time.monotonic() + timeout
+        if self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
+            self.stop()
+            while time.monotonic() < deadline:
+                if not self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
+                    break
+                time.sleep(0.02)  # polling a local actor while a stopped stream winds down
+        self._planner_state()
 
     def __enter__(self) -> "ChatSession":
         return self

@@ -179,8 +179,9 @@ class TurnRunnerActor(Actor):
 
     def on_turn_status(self, msg: schema.TurnStatus, delivery) -> schema.TurnState:
         with self._lock:
-            turn = self._turn if self._active else -1
-        return schema.TurnState(turn=turn, model=self.settings.reply.model, usage=self.core.usage.to_dict())
+            running, turn = self._active, self._turn if self._active else -1
+        return schema.TurnState(running=running, turn=turn, model=self.settings.reply.model,
+                                usage=self.core.usage.to_dict())
 
     # -- the worker thread --------------------------------------------------------------
 

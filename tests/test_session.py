@@ -140,3 +140,21 @@ def test_extra_tools_follow_the_memory_tools_and_their_results_are_logged(monkey
         assert [(r.preview, r.is_error) for r in results] == [("HI", False), ("shout failed: KeyError: 'text'", True)]
         assert session.zoom(turn + 2, 1) == "echo: HI"
     assert [tool["name"] for tool in turn_calls(fake)[0].body["tools"]] == ["zoom", "date", "shout"]
+
+
+def test_r37_closing_during_a_turn_stops_it_and_keeps_what_streamed(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    fake.script(Reply(Text("".join(f"bit{n} " for n in range(100))), latency=Latency(per_chunk=0.1)))
+    session = ChatSession.open(settings)
+    turn = session.send("Talk a while.")
+    shown = []
+    while len(shown) < 2:
+        event = session.next_event(timeout=30)
+        if isinstance(event, schema.TurnText):
+            shown.append(event.text)
+    assert session.status()["running"]
+    session.close()
+    with ChatSession.open(settings) as again:
+        assert again.status()["messages"] == 2
+        text = again.zoom(turn + 1, 1)
+    assert text.startswith("everchat: " + "".join(shown)) and text.endswith("[incomplete: stopped by the person]")

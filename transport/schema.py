@@ -883,19 +883,22 @@ class TurnStatus(Message):
 @_message(BLOCK)
 @dataclass(frozen=True, slots=True)
 class TurnState(Message):
-    """Reply to TurnStatus: the running turn (-1: none), the reply model, and token usage
-    summed over this run (`input`, `output`, `cache_read`, `cache_write`, `calls`)."""
+    """Reply to TurnStatus: whether a turn is on (`running`, also while its view settles),
+    its message id once logged (else -1), the reply model, and token usage summed over
+    this run (`input`, `output`, `cache_read`, `cache_write`, `calls`)."""
+    running: bool
     turn: int
     model: str
     usage: dict
 
     def to_wire(self) -> list:
-        return [self.turn, self.model, self.usage]
+        return [self.running, self.turn, self.model, self.usage]
 
     @classmethod
     def from_wire(cls, obj: Any) -> TurnState:
-        turn, model, usage = fields(obj, 3, cls)
-        return cls(int_(turn, "TurnState.turn"), str_(model, "TurnState.model"), dict_(usage, "TurnState.usage"))
+        running, turn, model, usage = fields(obj, 4, cls)
+        return cls(bool_(running, "TurnState.running"), int_(turn, "TurnState.turn"), str_(model, "TurnState.model"),
+                   dict_(usage, "TurnState.usage"))
 
 
 @_message(BLOCK)
