@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from everchat.actors.memory import LINE_LIMIT, cut_utf8, render_text
 from everchat.actors.models import (
     Connection,
+    Event,
     Message,
     NoAnswer,
     Refused,
@@ -91,6 +93,8 @@ class CompactionJob:
     context: tuple[str, ...]
     input: tuple[str, ...]
     attempt: int = 1
+    mark: int = -1  # whole context blocks before the view's cache mark; -1: R23's last whole block
+
 
     @property
     def first(self) -> int:
@@ -119,7 +123,7 @@ def job_of(job: object) -> CompactionJob:
     if isinstance(job, CompactionJob):
         return job
     return CompactionJob(int(job.l), int(job.i), tuple(job.context), tuple(job.input),
-                         int(getattr(job, "attempt", 1) or 1))
+                         int(getattr(job, "attempt", 1) or 1), int(getattr(job, "mark", -1)))
 
 
 # --- the task texts (R28) -----------------------------------------------------------
@@ -250,7 +254,7 @@ class Compaction:
         self.effort = effort
         self.max_tokens = max_tokens
         self.timeout = timeout
-        self._context = view_blocks(self.job.context)
+        self._context = _marked_at(view_blocks(self.job.context), self.job.mark)
         self._task = task_text(self.job)
         self._after: list[Message] = []  # assistant answers and our follow-ups, in order
         self.tries = 0
@@ -321,18 +325,54 @@ def _with_mark(block):
     return replace(block, cache=True)
 
 
+def _marked_at(blocks: list[TextBlock], mark: int) -> list[TextBlock]:
+    """The context blocks with the view's cache mark after whole block `mark` (0: no
+    view mark; -1: R23's default, the last whole block). The prefix gate moves it back
+    to a prefix already written when another call is writing the default one."""
+    whole = len(blocks) - 1
+    if mark < 0 or mark == whole:
+        return blocks
+    if mark > whole:
+        raise ValueError(f"a view mark after block {mark} of a context with {whole} whole blocks")
+    return [replace(block, cache=k == mark - 1) for k, block in enumerate(blocks)]
+
+
+class _FirstEvent(Connection):
+    """A connection that calls `started()` at the first event of its first stream: the
+    response started, so the prefix it wrote is readable (R23)."""
+
+    def __init__(self, inner: Connection, started: Callable[[], None]) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self._started: Callable[[], None] | None = started
+
+    def stream(self, request: Request) -> Iterator[Event]:
+        for event in self.inner.stream(request):
+            if self._started is not None:
+                started, self._started = self._started, None
+                started()
+            yield event
+
+
 def summarize(job: object, connection: Connection, prompt: Prompt, *, model: str, effort: str | None = None,
-              max_tokens: int = COMPACTION_MAX_TOKENS, timeout: float = COMPACTION_TIMEOUT) -> str:
+              max_tokens: int = COMPACTION_MAX_TOKENS, timeout: float = COMPACTION_TIMEOUT,
+              started: Callable[[], None] | None = None) -> str:
     """Build one node's line through `connection` (R26-R29). A failed call raises its
-    `ModelError`, for the caller to count (R30)."""
+    `ModelError`, for the caller to count (R30). `started` is called once, when the
+    first call's response starts (the compactor tells the planner's prefix gate)."""
     compaction = Compaction(job, prompt, model=model, effort=effort, max_tokens=max_tokens, timeout=timeout)
+    if started is not None:
+        connection = _FirstEvent(connection, started)
     while not compaction.done:
         compaction.take(connection.complete(compaction.request()))
     return compaction.result()
 
 
 class Summarizer:
-    """The compactor workers' `summarizer(job) -> str` over one connection and model (R33)."""
+    """The compactor workers' `summarizer(job) -> str` over one connection and model (R33).
+    It tells when a response starts (`started=`), for R23's prefix gate."""
+
+    tells_start = True
 
     def __init__(self, connection: Connection, prompt: Prompt, *, model: str, effort: str | None = None,
                  max_tokens: int = COMPACTION_MAX_TOKENS, timeout: float = COMPACTION_TIMEOUT) -> None:
@@ -346,9 +386,9 @@ class Summarizer:
     def __repr__(self) -> str:
         return f"Summarizer({self.connection!r}, {self.model})"
 
-    def __call__(self, job: object) -> str:
+    def __call__(self, job: object, started: Callable[[], None] | None = None) -> str:
         return summarize(job, self.connection, self.prompt, model=self.model, effort=self.effort,
-                         max_tokens=self.max_tokens, timeout=self.timeout)
+                         max_tokens=self.max_tokens, timeout=self.timeout, started=started)
 
 
 def cache_prefix(request: Request) -> str | None:

@@ -2,7 +2,9 @@
 
 A worker pulls its next job from the planner (`NextJob`, answered when there is
 work), builds the line with its summarizer, and tells the planner `Built` or
-`BuildFailed`. Up to 8 workers run (R31); the planner never starts more jobs than
+`BuildFailed`. When the first call's response starts it tells `ResponseStarted`,
+so the planner's prefix gate (R23, actors/prefix_gate.py) can hand out the jobs
+that wait to read the prefix this call wrote. Up to 8 workers run (R31); the planner never starts more jobs than
 that at once, whatever the number of workers. Workers hold no state that must
 outlive them: a job lost with a dead worker is handed out again by the planner.
 
@@ -98,9 +100,18 @@ class CompactorWorker(Actor):
 
     def _build(self, job: schema.BuildJob) -> None:
         try:
-            text = self.summarizer(job)
+            if getattr(self.summarizer, "tells_start", False):
+                text = self.summarizer(job, started=lambda: self._started(job))
+            else:
+                text = self.summarizer(job)
         except Exception as error:  # any failure of the model call is reported, never silent (R30)
             log.warning("%s: building %d+%d failed: %s", self, job.i << job.l, 1 << job.l, error)
             self.node.tell(self.planner, schema.BuildFailed(l=job.l, i=job.i, reason=str(error), worker=self.name))
             return
         self.node.tell(self.planner, schema.Built(l=job.l, i=job.i, text=text, worker=self.name))
+
+    def _started(self, job: schema.BuildJob) -> None:
+        """R23: the job's first response started; the planner's prefix gate may now
+        hand out jobs that mark the prefix it wrote (a summarizer that cannot tell
+        lets its `Built` say it)."""
+        self.node.tell(self.planner, schema.ResponseStarted(l=job.l, i=job.i, worker=self.name))

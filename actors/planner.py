@@ -13,14 +13,16 @@ from the chat folder (R22, R24) exactly as after a crash.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from everchat.actors.memory import Budget, key_of, name, node_of
 from everchat.actors.compaction import FAILURE_CAP, fallback_line
 from everchat.actors.planning import Planning
+from everchat.actors.prefix_gate import PrefixGate, prefix_chain
 from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["PlannerActor", "StoreProxy"]
@@ -94,8 +96,11 @@ class _Waiter:
 class PlannerActor(Actor):
     """Plans messages and hands out build jobs; handlers run in the actor's thread."""
 
-    def __init__(self, budget: Budget | None = None, log_writer: str = "log_writer") -> None:
+    def __init__(self, budget: Budget | None = None, log_writer: str = "log_writer", gate: str | None = None) -> None:
         super().__init__()
+        # R23: one writer per new prefix; the policy from EVERCHAT_PREFIX_GATE (actors/prefix_gate.py)
+        self.gate = PrefixGate(gate or os.environ.get("EVERCHAT_PREFIX_GATE") or "auto")
+        self.backlog_waiters: list[tuple[int, object]] = []  # WaitBacklog asks: (at_most, delivery)
         self.budget = budget or Budget()
         self.log_writer = log_writer
         self.planning: Planning | None = None
@@ -149,6 +154,7 @@ class PlannerActor(Actor):
         if key not in self.planning.planner.running:
             log.info("%s: dropped a result for %s from %s: not running (a retried job)", self, name(key), msg.worker)
             return
+        self.gate.started(key, time.monotonic())  # a built job's response surely started (R23)
         self._release(key)
         self.failures.pop(key, None)
         step = self.planning.built(key, msg.text)
@@ -232,6 +238,7 @@ class PlannerActor(Actor):
         lost = [key for key, worker in self.assigned.items() if worker == msg.name]
         for key in lost:
             del self.assigned[key]
+            self.gate.ended(key)
             self.queue.appendleft(key)
         if lost:
             log.warning("%s: %s restarted; handing out %s again", self, msg.name, [name(key) for key in lost])
@@ -266,12 +273,58 @@ class PlannerActor(Actor):
 
     def _hand_out(self) -> None:
         while self.queue and self.workers:
-            waiter = self.workers.popleft()
+            waiter = self.workers[0]
             if waiter.delivery.deadline is not None and waiter.delivery.deadline < time.monotonic() + 1.0:
+                self.workers.popleft()
                 continue  # about to expire: the worker asks again
-            key = self.queue.popleft()
-            self.assigned[key] = waiter.delivery.sender
-            waiter.delivery.reply(self._job(key))
+            job = self._next_job()
+            if job is None:
+                break  # each queued job waits for a prefix another call is writing (R23)
+            self.workers.popleft()
+            self.assigned[key_of(job.l, job.i)] = waiter.delivery.sender
+            waiter.delivery.reply(job)
+        self._answer_backlog()
+
+    def _next_job(self) -> schema.BuildJob | None:
+        """The first queued job R23's prefix gate lets go, with the view mark it chose."""
+        now = time.monotonic()
+        for key in self.queue:
+            job = self._job(key)
+            mark = self.gate.offer(key, prefix_chain(job.context), now)
+            if mark is not None:
+                self.queue.remove(key)
+                return replace(job, mark=mark)
+        return None
+
+    def on_response_started(self, msg: schema.ResponseStarted, delivery) -> None:
+        """R23: the first response of a job started, so the prefix it wrote is readable:
+        jobs held for it go out now."""
+        key = key_of(msg.l, msg.i)
+        if self.assigned.get(key) != msg.worker:
+            return  # a job lost with its worker and handed out again: the new call tells
+        self.gate.started(key, time.monotonic())
+        self._hand_out()
+
+    def on_wait_backlog(self, msg: schema.WaitBacklog, delivery):
+        """A bulk import's flow control: answered (Idle) once at most `at_most` compactions
+        are ready but not handed out, so the pool keeps up and contexts stay small (R27)."""
+        self._catch_up()
+        self.backlog_waiters.append((msg.at_most, delivery))
+        self._answer_backlog()
+        return None  # answered later, with delivery.reply
+
+    def _answer_backlog(self) -> None:
+        if not self.backlog_waiters:
+            return
+        planner = self.planning.planner
+        backlog = len(planner.merge_queue) + len(planner.pending) + len(self.queue)
+        keep = []
+        for at_most, delivery in self.backlog_waiters:
+            if backlog <= at_most:
+                delivery.reply(schema.Idle(idle=not planner.running, running=len(planner.running), queued=backlog))
+            else:
+                keep.append((at_most, delivery))
+        self.backlog_waiters = keep
 
     def _job(self, key: int) -> schema.BuildJob:
         l, i = node_of(key)
@@ -284,6 +337,7 @@ class PlannerActor(Actor):
         )
 
     def _release(self, key: int) -> None:
+        self.gate.ended(key)
         self.assigned.pop(key, None)
         if key in self.queue:
             self.queue.remove(key)

@@ -1,0 +1,225 @@
+"""R23's "one writer per new prefix" for the compactor pool, as a pure core.
+
+A compaction request marks three cache prefixes (R23): the system prompt, the
+last whole 4-line block of its context, and its own end. The end is unique to
+the call; the other two are shared. A prefix is *written* (a cache entry) once
+the response of the call that sent it starts; until then, a second call that
+marks the same prefix would write a second copy of it. R23 says that call waits.
+
+Waiting holds a pool slot for up to one first-byte latency, and during a bulk
+import consecutive merges often share their context's last whole block, so the
+gate offers three policies (the planner actor reads `EVERCHAT_PREFIX_GATE`):
+
+- ``wait``: R23 to the letter. A job whose view prefix (or the system prompt)
+  is being written is held until that call's response starts (or it ends).
+- ``reread``: never hold for the view prefix: the job moves its view mark back
+  to the newest of its block prefixes already written, so it only reads there
+  and writes no copy. (Billing is the same as writing the copy, since the end
+  mark writes the rest of the request anyway; it only keeps "one writer".)
+- ``auto`` (the default): hold only when it pays and is short: the new part of
+  the prefix (from the newest written block prefix to the marked one) is at least
+  `large` bytes, so reading it instead of writing a copy saves real money, and
+  the writer's response is expected within `patience` of a first-byte latency
+  (measured: hand-out to response start, averaged). Otherwise move the mark back
+  as in ``reread``. A held job is handed out as soon as the writer's response
+  starts.
+- ``off``: no gate; every job marks its last whole block (for comparison).
+
+The system prompt's prefix is always held for (its mark is not movable): that
+wait happens once per chat start or after an idle cache expiry.
+
+The planner's core decides which jobs run (R31); the gate only decides when a
+started job is handed to a worker and where its view mark goes. Both the law
+"at no time do two calls whose responses have not started write the same
+prefix" and "a held job waits only for a call in flight" are tested with
+hypothesis in tests/test_prefix_gate.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from everchat.actors.prompt import BLOCK_LINES
+
+__all__ = ["POLICIES", "SYSTEM", "BlockPrefix", "PrefixGate", "prefix_chain"]
+
+POLICIES = ("auto", "wait", "reread", "off")
+
+SYSTEM = "system"
+"""The prefix through the system prompt: shared by every compaction of a chat."""
+
+DEFAULT_LARGE = 4096
+"""`auto` holds for a new prefix part of at least this many bytes (~1,000 tokens)."""
+
+DEFAULT_PATIENCE = 0.25
+"""`auto` holds only when the writer's response is due within this share of a first-byte latency."""
+
+CACHE_TTL = 300.0
+"""Anthropic's 5-minute entries (R23 uses no 1-hour marks): an entry unused this long is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockPrefix:
+    """The context through whole block k (k = 1, 2 …): a digest of its lines, and its
+    size in bytes (the rendered lines, newlines included)."""
+
+    digest: str
+    size: int
+
+
+def prefix_chain(context: Sequence[str]) -> list[BlockPrefix]:
+    """One `BlockPrefix` per whole 4-line block of a compaction's context (R23).
+
+    Block k's text depends only on lines 4(k-1) … 4k-1 (`view_blocks`), so two
+    contexts share the prefix through block k exactly when their first 4k lines
+    are equal. The digest chains, so each block costs one hash of its own lines.
+    """
+    chain: list[BlockPrefix] = []
+    digest = hashlib.sha256(b"everchat-context")
+    size = 0
+    for k in range(len(context) // BLOCK_LINES):
+        for line in context[k * BLOCK_LINES:(k + 1) * BLOCK_LINES]:
+            data = line.encode() + b"\n"
+            digest.update(data)
+            size += len(data)
+        chain.append(BlockPrefix(digest.copy().hexdigest(), size))
+    return chain
+
+
+class PrefixGate:
+    """Which prefixes are written and which are being written, and each job's mark.
+
+        gate = PrefixGate("auto")
+        mark = gate.offer(key, prefix_chain(context), now)  # None: hold it for now
+        ...                                                  # the job is sent with `mark`
+        gate.started(key, now)                               # its response started
+        gate.ended(key)                                      # built, failed or lost
+
+    `mark` is the number of whole context blocks the view's cache mark goes
+    after: ``len(chain)`` is R23's default (the last whole block), 0 none.
+    Not thread-safe: the planner actor calls it from its own thread.
+    """
+
+    def __init__(self, policy: str = "auto", *, large: int = DEFAULT_LARGE, patience: float = DEFAULT_PATIENCE,
+                 ttl: float = CACHE_TTL) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"the prefix gate's policy is one of {', '.join(POLICIES)}, not {policy!r}")
+        self.policy = policy
+        self.large = large
+        self.patience = patience
+        self.ttl = ttl
+        self.first_byte: float | None = None  # mean seconds from hand-out to response start
+        self.since: dict[int, float] = {}  # unstarted job -> when it was handed out
+        self.written: OrderedDict[str, float] = OrderedDict()  # prefix -> last use, oldest first
+        self.writing: dict[str, int] = {}  # prefix -> the job writing it (response not started)
+        self.jobs: dict[int, tuple[str, ...]] = {}  # job -> prefixes it writes, until it starts
+        self.holds = 0  # offers answered "hold"
+        self.moved = 0  # jobs sent with their view mark moved back
+
+    def __repr__(self) -> str:
+        return (f"PrefixGate({self.policy}, written={len(self.written)}, writing={len(self.writing)}, "
+                f"jobs={len(self.jobs)})")
+
+    def offer(self, key: int, chain: Sequence[BlockPrefix], now: float) -> int | None:
+        """The view mark for job `key` (0 … len(chain)), or None to hold it until a
+        call in flight starts its response. A job that gets a mark is running."""
+        if key in self.jobs:
+            raise ValueError(f"job {key} is already running")
+        whole = len(chain)
+        if self.policy == "off":
+            self.jobs[key] = ()
+            return whole
+        self._expire(now)
+        writes: list[str] = []
+        if SYSTEM not in self.written:
+            if SYSTEM in self.writing:
+                self.holds += 1
+                return None
+            writes.append(SYSTEM)
+        mark = whole
+        if whole:
+            target = chain[-1].digest
+            if target in self.written:
+                pass
+            elif target not in self.writing:
+                writes.append(target)
+            else:
+                mark = self._newest_written(chain)
+                new = chain[-1].size - (chain[mark - 1].size if mark else 0)
+                if self.policy == "wait" or (self.policy == "auto" and new >= self.large
+                                             and self._due_soon(self.writing[target], now)):
+                    self.holds += 1
+                    return None
+                self.moved += 1
+        self._touch(chain[:mark], now)
+        self.jobs[key] = tuple(writes)
+        self.since[key] = now
+        for prefix in writes:
+            self.writing[prefix] = key
+        return mark
+
+    def blocked_by(self, chain: Sequence[BlockPrefix]) -> int | None:
+        """The running job whose unstarted call a job with this chain would wait for (None: no wait)."""
+        if SYSTEM not in self.written and SYSTEM in self.writing:
+            return self.writing[SYSTEM]
+        if chain and chain[-1].digest not in self.written:
+            return self.writing.get(chain[-1].digest)
+        return None
+
+    def started(self, key: int, now: float) -> None:
+        """Job `key`'s response started: what it wrote can be read from now on."""
+        since = self.since.pop(key, None)
+        if since is not None:
+            seconds = now - since
+            self.first_byte = seconds if self.first_byte is None else 0.9 * self.first_byte + 0.1 * seconds
+        for prefix in self.jobs.get(key, ()):
+            if self.writing.get(prefix) == key:
+                del self.writing[prefix]
+            self.written[prefix] = now
+            self.written.move_to_end(prefix)
+        if key in self.jobs:
+            self.jobs[key] = ()
+
+    def ended(self, key: int) -> None:
+        """Job `key` is over (built, failed or lost). A call that failed before its
+        response started wrote nothing: its prefixes are free for the next writer."""
+        self.since.pop(key, None)
+        for prefix in self.jobs.pop(key, ()):
+            if self.writing.get(prefix) == key:
+                del self.writing[prefix]
+
+    def running(self) -> int:
+        return len(self.jobs)
+
+    def _due_soon(self, writer: int, now: float) -> bool:
+        """Whether the writer's response is expected within `patience` of a latency
+        (before any response was seen, hold: it is the chat's first call)."""
+        if self.first_byte is None:
+            return True
+        due = self.since.get(writer, now) + self.first_byte
+        return due - now <= self.patience * self.first_byte
+
+    # -- written prefixes ------------------------------------------------------------
+
+    def _newest_written(self, chain: Sequence[BlockPrefix]) -> int:
+        for k in range(len(chain) - 1, 0, -1):
+            if chain[k - 1].digest in self.written:
+                return k
+        return 0
+
+    def _touch(self, read: Sequence[BlockPrefix], now: float) -> None:
+        """A call reads the written prefixes it starts with: the cache keeps them alive."""
+        for prefix in (SYSTEM, *(block.digest for block in read)):
+            if prefix in self.written:
+                self.written[prefix] = now
+                self.written.move_to_end(prefix)
+
+    def _expire(self, now: float) -> None:
+        while self.written:
+            prefix, used = next(iter(self.written.items()))
+            if now - used < self.ttl:
+                return
+            del self.written[prefix]
