@@ -158,3 +158,14 @@ def test_r37_closing_during_a_turn_stops_it_and_keeps_what_streamed(monkeypatch,
         assert again.status()["messages"] == 2
         text = again.zoom(turn + 1, 1)
     assert text.startswith("everchat: " + "".join(shown)) and text.endswith("[incomplete: stopped by the person]")
+
+
+def test_r9_a_file_that_is_not_an_image_is_refused_before_anything_is_logged(tmp_path):
+    from everchat.transport import RemoteError
+
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("not a picture")
+    with ChatSession.open(demo(tmp_path)) as session:
+        with pytest.raises(RemoteError, match="not a PNG, JPEG, GIF or WebP image"):
+            session.send("Look.", images=[text_file])
+        assert session.status()["messages"] == 0
