@@ -218,12 +218,14 @@ def misses(result: CacheRun, count: int) -> list[dict]:
 
 
 CAUSES = {
-    "writer_in_flight": "the request that first sent the prefix had not started its response (R23: a "
-                        "prefix is readable from then on)",
     "view_closing_block": "the prefix runs into the view's closing block (its last 0-3 lines and </chat>), "
                           "which carries no mark (R23 marks the last whole block)",
-    "shorter_cut": "the prefix was sent inside a longer one whose mark sat further on, never at this block",
-    "marked_not_read": "the block was marked and written, yet not read (expired, or past the 20-block lookback)",
+    "shorter_cut": "no earlier request marked the prefix: it was only sent inside a longer one whose "
+                   "mark sat further on",
+    "writer_in_flight": "the first request that marked the prefix had not started its response yet (R23: "
+                        "an entry is readable from then on)",
+    "marked_not_read": "the prefix was marked and written before, yet not read (expired, or past the "
+                       "20-block lookback)",
 }
 
 
@@ -236,15 +238,16 @@ def cause_of(result: CacheRun, exchange: Exchange) -> str | None:
     notes = result.rule.notes
     shape = notes.shapes[exchange.id]
     block = shape.ends.index(usage.perfect_read)
-    source = result.by_id[notes.first_sent[shape.digests[block]]]
-    if source.first_byte is None or source.first_byte > exchange.started:
-        return "writer_in_flight"
-    if shape.closing >= 0 and block >= shape.closing and not any(m >= shape.closing for m in usage.marks[:-1]):
+    closing_unmarked = not any(shape.closing <= m < shape.opening_end - 1 for m in usage.marks)
+    if 0 <= shape.closing <= block < shape.opening_end and closing_unmarked:
         return "view_closing_block"
-    source_shape = notes.shapes[source.id]
-    if source_shape.digests[block] == shape.digests[block] and block in source_shape.marks:
-        return "marked_not_read"
-    return "shorter_cut"
+    writer = notes.first_marked.get(shape.digests[block])
+    if writer is None or writer >= exchange.id:
+        return "shorter_cut"
+    first_byte = result.by_id[writer].first_byte
+    if first_byte is None or first_byte > exchange.started:
+        return "writer_in_flight"
+    return "marked_not_read"
 
 
 def causes(result: CacheRun) -> list[dict]:

@@ -216,18 +216,19 @@ class Shape:
     ends: tuple[int, ...]
     marks: tuple[int, ...]
     closing: int
+    opening_end: int  # the index after the first message's last block
 
 
 @dataclass
 class RequestNotes:
     """What the rule saw, per exchange id: "turn" or "compaction" (or "other"), the
-    prompt's `Shape`, and the first exchange that sent each block prefix; every distinct
+    prompt's `Shape`, and the first exchange that marked each block prefix; every distinct
     view line any request carried, with the exchanges that carried a placeholder."""
 
     kinds: dict[int, str] = field(default_factory=dict)
     turns: dict[int, int] = field(default_factory=dict)  # exchange -> workload turn
     shapes: dict[int, Shape] = field(default_factory=dict)
-    first_sent: dict[bytes, int] = field(default_factory=dict)  # block prefix -> exchange
+    first_marked: dict[bytes, int] = field(default_factory=dict)  # marked block prefix -> exchange
     lines: set[str] = field(default_factory=set)
     placeholders: list[int] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -263,8 +264,9 @@ def _shape(body: Mapping[str, Any]) -> Shape:
         ends.append(running)
     closing = next((j for j, b in enumerate(blocks) if b.where.startswith("messages[0].")
                     and _block_at(body, b.where).endswith("</chat>")), -1)
+    opening_end = sum(1 for b in blocks if not b.where.startswith("messages[") or b.where.startswith("messages[0]."))
     return Shape(tuple(b.digest for b in blocks), tuple(ends), tuple(j for j, b in enumerate(blocks) if b.mark),
-                 closing)
+                 closing, opening_end)
 
 
 def _block_at(body: Mapping[str, Any], where: str) -> str:
@@ -294,8 +296,8 @@ class WorkloadRule:
         shape = _shape(body)
         with self._lock:
             self.notes.shapes[request.exchange_id] = shape
-            for digest in shape.digests:
-                self.notes.first_sent.setdefault(digest, request.exchange_id)
+            for j in shape.marks:
+                self.notes.first_marked.setdefault(shape.digests[j], request.exchange_id)
             self.notes.lines.update(lines)
             if PLACEHOLDER in json.dumps(messages, ensure_ascii=False):
                 self.notes.placeholders.append(request.exchange_id)
