@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from everchat.actors.models import ImageBlock, Request
+from everchat.actors.models import ImageBlock, ModelError, Request
 from everchat.actors.prompt import Prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns import Input, TurnRunner
@@ -130,8 +130,9 @@ class TurnRunnerActor(Actor):
 
     def on_start(self) -> None:
         """Runs in the actor's thread: read the settings, build the chat's one prompt
-        (R34: the same bytes for every turn of this run), start the worker thread. The
-        model connection is made at the first turn, so a missing key is a turn's error."""
+        (R34: the same bytes for every turn of this run), connect the reply model, start
+        the worker thread. A connection that cannot be made (a missing key) is tried
+        again at each turn, whose error it then is."""
         super().on_start()
         if self.settings == "configured":
             self.settings = configured_settings()
@@ -141,6 +142,12 @@ class TurnRunnerActor(Actor):
         self.core = TurnRunner(self.prompt, reply.model, effort=reply.effort, tool_rounds=self.settings.tool_rounds)
         self.memory = MemoryTools(AskReader(self.node, self.log_writer))
         self._handlers = {spec.name: handler for spec, handler in self.extra_tools}
+        try:
+            # Made now, not at the first turn: importing an SDK and building its client
+            # took seconds in a fresh process on a busy machine (bench_turn's first turn).
+            self.connection = self.settings.reply.connect()
+        except ModelError as error:  # a missing key is the first turn's error, in its words
+            log.warning("%s: no reply model yet: %s", self, error)
         self._worker = threading.Thread(target=self._run_turns, name=f"{self.name}-turns", daemon=True)
         self._worker.start()
 

@@ -169,3 +169,15 @@ def test_r9_a_file_that_is_not_an_image_is_refused_before_anything_is_logged(tmp
         with pytest.raises(RemoteError, match="not a PNG, JPEG, GIF or WebP image"):
             session.send("Look.", images=[text_file])
         assert session.status()["messages"] == 0
+
+
+def test_a_reply_model_without_its_key_ends_the_turn_with_the_reason(monkeypatch, tmp_path, fake):
+    configure(monkeypatch, tmp_path, fake, "anthropic")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.setenv("EVERCHAT_COMPACTION_PROVIDER", "demo")
+    settings = load()
+    with ChatSession.open(settings) as session:
+        turn = session.send("Hello?")
+        end = until_end(session, turn)[-1]
+        assert end.reason == "error" and "MissingKey" in end.detail and "ANTHROPIC_API_KEY" in end.detail
+        assert session.zoom(turn, 1) == "user: Hello?"  # the message is kept for the next try
