@@ -14,6 +14,7 @@ from everchat.actors.models import (
     Stop,
     TextBlock,
     TextDelta,
+    ThinkingBlock,
     ThinkingDelta,
     ToolCall,
     ToolResultBlock,
@@ -178,6 +179,16 @@ def test_r48_thoughts_are_shown_and_never_logged():
     assert all("secret" not in text for _, text, _, _ in io.logged)
     assert schema.TurnThinking(turn=6, text="secret musing") in io.events
     assert schema.TurnThinkingDone(turn=6) in io.events
+
+
+def test_thinking_goes_back_to_the_model_within_the_tool_loop_with_its_signature():
+    io = ScriptedIO([[ThinkingDelta("I should zoom."), ThinkingDelta("", signature="sig-1"), zoom_call(),
+                      Stop("tool_use")], [TextDelta("Done."), Stop("end_turn")]])
+    runner().run(io)
+    assistant = io.requests[1].messages[1]
+    assert assistant.role == "assistant"
+    assert assistant.content[0] == ThinkingBlock("I should zoom.", "sig-1")
+    assert assistant.content[1].name == "zoom"
 
 
 def test_r36_a_message_typed_during_a_tool_loop_joins_between_tool_calls():
