@@ -135,6 +135,10 @@ class ChatSession:
         try:
             session = cls(supervisor, settings)
             session._check_started()
+            if placement.mode != "single":
+                # The turn runner publishes from its own process: wait until our
+                # subscription reached it, or the first turn's events could be missed.
+                session.node.ask("turn_runner", schema.AwaitSubscriber(topic="turn", timeout=10.0), timeout=15.0)
         except BaseException:
             supervisor.stop()
             raise

@@ -184,6 +184,12 @@ class TurnRunnerActor(Actor):
                 self._halt.set()
         return schema.Ack()
 
+    def on_await_subscriber(self, msg: schema.AwaitSubscriber, delivery) -> schema.Ack:
+        """A session in another process waits for its subscription to reach us."""
+        if not self.node.wait_subscribed(msg.topic, 1, timeout=msg.timeout):
+            raise TimeoutError(f"{self}: no subscriber to {msg.topic!r} reached this process in {msg.timeout:g} s")
+        return schema.Ack()
+
     def on_turn_status(self, msg: schema.TurnStatus, delivery) -> schema.TurnState:
         with self._lock:
             running, turn = self._active, self._turn if self._active else -1

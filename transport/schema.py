@@ -48,7 +48,7 @@ __all__ = [
     "StatsRequest", "StatsReply", "Ping", "Pong", "ErrorReply",
     "Logged", "CountMessages", "MessageCount", "NextJob", "NoJob", "PullWork", "Tick",
     "ActorRestarted", "CompactionFailed",
-    "UserInput", "InputLogged", "StopTurn", "TurnStatus", "TurnState", "SaveDraft", "PutAsset",
+    "UserInput", "InputLogged", "StopTurn", "TurnStatus", "TurnState", "AwaitSubscriber", "SaveDraft", "PutAsset",
     "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
     "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
     "Notice", "ResponseStarted", "WaitBacklog",
@@ -899,6 +899,24 @@ class TurnState(Message):
         running, turn, model, usage = fields(obj, 4, cls)
         return cls(bool_(running, "TurnState.running"), int_(turn, "TurnState.turn"), str_(model, "TurnState.model"),
                    dict_(usage, "TurnState.usage"))
+
+
+@_message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class AwaitSubscriber(Message):
+    """Ask an actor to wait until a subscriber in another process has reached its node's
+    events for `topic` (ask -> Ack, or an error after `timeout` seconds): a session whose
+    turn runner runs elsewhere asks this before its first input, so no event is missed."""
+    topic: str
+    timeout: float
+
+    def to_wire(self) -> list:
+        return [self.topic, float(self.timeout)]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> AwaitSubscriber:
+        topic, timeout = fields(obj, 2, cls)
+        return cls(str_(topic, "AwaitSubscriber.topic"), float_(timeout, "AwaitSubscriber.timeout"))
 
 
 @_message(BLOCK)
