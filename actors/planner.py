@@ -99,7 +99,7 @@ class PlannerActor(Actor):
     def __init__(self, budget: Budget | None = None, log_writer: str = "log_writer", gate: str | None = None) -> None:
         super().__init__()
         # R23: one writer per new prefix; the policy from EVERCHAT_PREFIX_GATE (actors/prefix_gate.py)
-        self.gate = PrefixGate(gate or os.environ.get("EVERCHAT_PREFIX_GATE") or "auto")
+        self.gate = PrefixGate(gate or os.environ.get("EVERCHAT_PREFIX_GATE") or "reread")
         self.backlog_waiters: list[tuple[int, object]] = []  # WaitBacklog asks: (at_most, delivery)
         self.budget = budget or Budget()
         self.log_writer = log_writer

@@ -22,7 +22,7 @@ def complete_nodes(messages: int) -> int:
 
 @pytest.fixture(scope="module")
 def gated():
-    return run(MESSAGES, gate="auto", latency=0.0, spread=0.0, batch=25, backlog=16)
+    return run(MESSAGES, latency=0.0, spread=0.0, batch=25, backlog=16)  # the default gate: reread
 
 
 def test_every_call_built_one_node_and_every_node_was_built_once(gated):
@@ -38,8 +38,15 @@ def test_r23_with_the_gate_no_call_wrote_a_prefix_another_was_writing(gated):
     assert 0.0 <= gated["in_flight_share"] <= 1.0
 
 
+def test_r23_holding_jobs_for_a_prefix_being_written_keeps_every_count_right():
+    held = run(150, gate="wait", latency=0.01, spread=0.0, batch=25, backlog=16)
+    assert held["duplicate_writers"] == 0 and held["failed_calls"] == 0
+    assert held["calls"] == held["nodes_by_model"] == held["nodes_asked"]
+    assert held["nodes"] == complete_nodes(150) and held["built_twice"] == 0
+
+
 def test_r27_the_import_waits_for_the_pool_so_contexts_stay_small(gated):
-    flooded = run(MESSAGES, gate="auto", latency=0.0, spread=0.0, batch=25, backlog=None)
+    flooded = run(MESSAGES, latency=0.0, spread=0.0, batch=25, backlog=None)
     assert flooded["calls"] == gated["calls"]
     assert flooded["import_waits_s"] == 0.0 < gated["import_waits_s"]
     assert gated["input_tokens_per_call"] < flooded["input_tokens_per_call"]

@@ -11,11 +11,11 @@ keeps up and the compaction context stays near the compaction view's 16-32 KB
 be idle.
 
 The ideal is calls x 0.2 s / 8 (every worker always waiting on a first byte). The
-run is repeated per prefix-gate policy (`--gate auto,off` by default; see
-actors/prefix_gate.py): `auto` keeps one writer per new prefix (R23), `off` lets
-calls write copies. One JSON line per figure:
+run is repeated per prefix-gate policy (`--gate reread,off` by default; see
+actors/prefix_gate.py): `reread` (the chat's default) and `auto` and `wait` keep
+one writer per new prefix (R23), `off` lets calls write copies. One JSON line per figure:
 
-    python -m everchat.tools.bench.bench_pool [--messages 10000] [--gate auto,off,wait,reread]
+    python -m everchat.tools.bench.bench_pool [--messages 10000] [--gate reread,off,auto,wait]
         [--processes] [--latency 0.2 --spread 0.05] [--batch 100 --backlog 16]
 
 `calls` counts model calls; `nodes_by_model` the non-free nodes in the chat folder
@@ -138,7 +138,7 @@ def folder_nodes(chat: Path) -> dict:
     return {"messages": len(lines), "nodes": len(nodes), "nodes_by_model": by_model, "built_twice": twice}
 
 
-def run(messages: int = 10_000, *, gate: str = "auto", processes: bool = False, workers: int = 8,
+def run(messages: int = 10_000, *, gate: str = "reread", processes: bool = False, workers: int = 8,
         latency: float = 0.2, spread: float = 0.05, batch: int = 100, backlog: int | None = 16, seed: int = 1,
         chunk_tokens: int = 32, timeout: float = 1800.0) -> dict:
     """Import `messages` notes into a fresh chat and wait for the pool; the figures.
@@ -204,8 +204,8 @@ def run(messages: int = 10_000, *, gate: str = "auto", processes: bool = False, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--gate", default="auto,off", help="prefix-gate policies to run, comma-separated "
-                        "(auto, wait, reread, off)")
+    parser.add_argument("--gate", default="reread,off", help="prefix-gate policies to run, comma-separated "
+                        "(reread, auto, wait, off)")
     parser.add_argument("--processes", action="store_true", help="every actor in its own process (ipc)")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--latency", type=float, default=0.2, help="first-byte latency, seconds")
