@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from prompt_toolkit.application import Application, run_in_terminal
+from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
@@ -278,9 +278,27 @@ class Terminal:
             for line in lines:
                 fragments.extend(line)
                 fragments.append(("", "\n"))
-            run_in_terminal(lambda: self.app.print_text(FormattedText(fragments), style=STYLE))
+            self._print_above(FormattedText(fragments))
         self.app.invalidate()
         self._notify()
+
+    def _print_above(self, text: FormattedText) -> None:
+        """Write into the scrollback, then draw the app again below.
+
+        Not `run_in_terminal`: it puts the tty in cooked mode while it prints, and a
+        Ctrl-C or Ctrl-D typed in that instant becomes a signal or an end of file
+        instead of a key — a streaming reply prints often enough to lose a Ctrl-C.
+        """
+        app = self.app
+        if not app.is_running:
+            app.print_text(text, style=STYLE)
+            return
+        app.renderer.erase()  # the app's lines go; the cursor is where they began
+        app.print_text(text, style=STYLE)
+        app.renderer.reset()
+        if not app.key_processor.input_queue and not app.is_done:
+            app.renderer.request_absolute_cursor_position()  # how much room is below, again
+        app.invalidate()
 
     def _opening(self) -> None:
         """The title and the last messages of the log, so a reopened chat reads on."""
