@@ -281,8 +281,13 @@ class PlannerActor(Actor):
             if job is None:
                 break  # each queued job waits for a prefix another call is writing (R23)
             self.workers.popleft()
-            self.assigned[key_of(job.l, job.i)] = waiter.delivery.sender
-            waiter.delivery.reply(job)
+            key = key_of(job.l, job.i)
+            self.assigned[key] = waiter.delivery.sender
+            if not waiter.delivery.reply(job):
+                # A told NextJob, or a worker that is gone: the job goes back first in line.
+                del self.assigned[key]
+                self.gate.ended(key)
+                self.queue.appendleft(key)
         self._answer_backlog()
 
     def _next_job(self) -> schema.BuildJob | None:
