@@ -170,7 +170,8 @@ class PrefixGate:
         return mark
 
     def blocked_by(self, chain: Sequence[BlockPrefix]) -> int | None:
-        """The running job whose unstarted call a job with this chain would wait for (None: no wait)."""
+        """The running job whose unstarted call is writing a prefix a job with this chain
+        would write (the system prompt's, or its last whole block's), or None."""
         if SYSTEM not in self.written and SYSTEM in self.writing:
             return self.writing[SYSTEM]
         if chain and chain[-1].digest not in self.written:
