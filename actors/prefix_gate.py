@@ -30,11 +30,20 @@ The system prompt's prefix is always held for (its mark is not movable): that
 wait happens once per chat start or after an idle cache expiry.
 
 Measured with tools/bench/bench_pool.py (10,000 notes, 200 ms ± 50 ms, 8 workers,
-6,646 calls): `reread` 0.92 of the ideal throughput, `off` 0.89 with 1,660 calls
-writing a prefix another was writing, `auto` 0.87; the cache read share was 0.77
-in all three (its short holds buy no measurable reads), so `reread` is the default.
-`wait`, R23 to the letter, idles a slot for most of a latency whenever two
-consecutive merges share their last whole block (about one call in four).
+6,646 calls, one run each on a shared 2-core machine):
+
+    policy   share of ideal   cache read share   calls writing a copy
+    reread        0.92              0.77                  0
+    off           0.89              0.77              1,660
+    auto          0.87              0.77                  0
+    wait          0.74              0.84                  0
+
+`reread` is the default: it keeps one writer per new prefix and the throughput
+target (>= 0.9). `wait`, R23 to the letter, idles a slot whenever two consecutive
+merges share their last whole block (about one call in four) but reads the whole
+new prefix instead of writing it again: at Anthropic's prices (write 1.25, read
+0.1) its compaction input costs about a fifth less. `auto`'s short holds were too
+rare to move the read share.
 
 The planner's core decides which jobs run (R31); the gate only decides when a
 started job is handed to a worker and where its view mark goes. Both the law
