@@ -290,7 +290,7 @@ class Terminal:
         instead of a key — a streaming reply prints often enough to lose a Ctrl-C.
         """
         app = self.app
-        if not app.is_running:
+        if not app.is_running or app.is_done:  # not drawn yet, or erased for good on the way out
             app.print_text(text, style=STYLE)
             return
         app.renderer.erase()  # the app's lines go; the cursor is where they began

@@ -59,7 +59,8 @@ def test_r37_ctrl_c_once_stops_the_reply_and_the_chat_takes_the_next_message():
         assert "Ctrl-C again to quit" in chat.terminal.status_bar()
         chat.line("go on")  # typing disarms the second Ctrl-C
         chat.wait_printed("Next.")
-        assert not chat.terminal.transcript.running and chat.thread.is_alive()
+        chat.wait(lambda t: not t.busy, "the second reply's end")
+        assert chat.thread.is_alive()
 
 
 def test_slash_stop_stops_and_says_so_when_nothing_runs():
@@ -236,3 +237,15 @@ def test_r6_the_thinking_is_drawn_dimmed_while_it_streams_then_folds():
         at = chat.wait_printed("Done.")
         assert chat.terminal.printed[at - 1] == "▸ thought for 2 words"
         assert not any("Pondering" in line for line in chat.terminal.printed)  # folded, not kept
+
+
+def test_quitting_in_the_middle_of_a_streaming_reply_quits_at_once():
+    gate = threading.Event()
+    lines = [schema.TurnText(0, f"line {n}\n") for n in range(50)]
+    session = ScriptedSession(lines + [gate] + lines)
+    with running(session) as chat:
+        chat.line("stream")
+        chat.wait_printed("line 49")
+        chat.type(CTRL_D)
+        assert chat.exit_code() == 0
+        gate.set()  # the rest of the reply arrives after the app is gone

@@ -122,20 +122,21 @@ def test_r36_everchat_demo_in_tmux_streams_zooms_quits_and_reopens_with_its_hist
 
 
 def test_r37_ctrl_c_in_tmux_stops_a_slow_reply_and_the_chat_takes_the_next_message(pane):
-    story = " ".join(f"word{n}" for n in range(300))
-    chunks = tuple(word + " " for word in story.split(" ")[:-1]) + ("word299",)
-    with FakeModelServer(latency=Latency(per_chunk=0.05)) as server:
+    # A line ends every third word, so lines go to the scrollback while Ctrl-C is typed.
+    chunks = tuple(f"word{n}" + ("\n" if n % 3 == 2 else " ") for n in range(300))
+    story = "".join(chunks)
+    with FakeModelServer(latency=Latency(per_chunk=0.02)) as server:
         server.script(Reply(Text(story, chunks=chunks)), Reply("Still here."))
         pane.env["ANTHROPIC_API_KEY"] = "test-key"
         pane.start(str(EVERCHAT), "--reply-provider", "anthropic", "--reply-model", "claude-test",
                    "--reply-base-url", server.base_url, "--compaction-provider", "demo")
         pane.wait("0 messages so far")
         pane.type("Tell me a very long story.")
-        screen = pane.wait("word5 ")
+        screen = pane.wait("word30 ")
         assert "replying" in screen
         pane.keys("C-c")
         screen = pane.wait("⏹ stopped — the reply so far is kept, marked incomplete")
-        assert "word299" not in screen
+        assert "word299" not in screen and "[exit" not in screen
         pane.type("Are you there?")
         pane.wait("Still here.")
         pane.type("/quit")
