@@ -193,7 +193,8 @@ class Terminal:
             self.status = {"error": f"status unavailable: {error}"}
         # Turn events may be dropped on the way: two looks at an idle turn runner while
         # the screen still shows a reply mean its end was lost.
-        if self.status.get("turn") == -1 and self.transcript.running and not self._sending:
+        idle = not self.status["running"] if "running" in self.status else self.status.get("turn") == -1
+        if idle and self.transcript.running and not self._sending:
             self._idle_looks += 1
             if self._idle_looks >= 2:
                 self.transcript.lost_end()

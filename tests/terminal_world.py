@@ -177,7 +177,7 @@ class ScriptedSession:
         with self._one("status"):
             return {"messages": len(self.sent) + len(self.notes), "view_bytes": 97_312, "view_budget": 128_000,
                     "pending": 3, "failures": 0, "model": "scripted", "cache_share": 0.98, "usage": {},
-                    "turn": -1 if self._running is None else self._running}
+                    "turn": -1 if self._running is None else self._running, "running": self._running is not None}
 
     def note(self, text):
         with self._one("note"):
