@@ -1,11 +1,11 @@
-"""The terminal chat's pure core: slash commands, the transcript, the status bar.
+"""The terminal chat's pure core: the transcript and the status bar (the slash
+commands are in `slash`).
 
-Nothing here touches a terminal or a socket. `parse` turns a typed line into a
-`Send`, a `Command` or a `UsageError` (a wrong command sends nothing).
-`Transcript` turns a turn's events (R36, R37) into lines: lines that are finished
-go to the terminal's scrollback (`take`), the rest stays in a live block above
-the input (`live`) — the thinking streams dimmed there and folds into one line
-when done (it is shown, never logged: R6, R48). `status_text` writes the status
+Nothing here touches a terminal or a socket. `Transcript` turns a turn's events
+(R36, R37) into lines: lines that are finished go to the terminal's scrollback
+(`take`), the rest stays in a live block above the input (`live`) — the thinking
+streams dimmed there and folds into one line when done (it is shown, never logged:
+R6, R48). `status_text` writes the status
 bar, e.g. ``mem 97K/128K · summarizing 3 · demo · cache 98%``.
 
 A line is a tuple of prompt_toolkit-style `(style, text)` fragments.
@@ -15,21 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from prompt_toolkit.utils import get_cwidth
 
 __all__ = [
-    "COMMANDS",
-    "Command",
     "Line",
-    "Send",
-    "Spec",
     "Transcript",
-    "UsageError",
-    "help_lines",
-    "parse",
     "plain",
     "short_size",
     "status_lines",
@@ -49,154 +42,6 @@ LOGGED_ROWS = 4
 def plain(line: Line) -> str:
     """A line's text without its styles."""
     return "".join(text for _, text in line)
-
-
-# ---- slash commands -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Send:
-    """Text for the chat (R36): a new turn, or input joining the running one."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Command:
-    """A slash command with its parsed arguments."""
-
-    name: str
-    args: tuple = ()
-
-
-@dataclass(frozen=True)
-class UsageError:
-    """A command typed wrong: `text` says what and shows the usage. Nothing is sent."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Spec:
-    name: str
-    usage: str
-    help: str
-    read: Callable[[str], tuple] = field(repr=False)
-
-
-class _Bad(ValueError):
-    pass
-
-
-def _none(rest: str) -> tuple:
-    if rest:
-        raise _Bad("takes no arguments")
-    return ()
-
-
-def _text(what: str) -> Callable[[str], tuple]:
-    def read(rest: str) -> tuple:
-        if not rest:
-            raise _Bad(f"needs {what}")
-        return (rest,)
-
-    return read
-
-
-def _whole(word: str, what: str, low: int) -> int:
-    try:
-        number = int(word, 10)
-    except ValueError:
-        raise _Bad(f"{what} is a whole number, not {word!r}") from None
-    if number < low:
-        raise _Bad(f"{what} is at least {low}, not {number}")
-    return number
-
-
-def _zoom(rest: str) -> tuple:
-    words = rest.split()
-    if not 1 <= len(words) <= 3:
-        raise _Bad("needs an id, then optionally n and a page")
-    first: int | str
-    if words[0][:1].isalpha():
-        if len(words) > 2:
-            raise _Bad("an agent's name takes only a page")
-        first = words[0]  # R35: zoom("Name"), an agent's transcript
-        page = _whole(words[1], "the page", 1) if len(words) > 1 else 1
-        return (first, 1, page)
-    first = _whole(words[0], "the id", 0)
-    n = _whole(words[1], "n", 1) if len(words) > 1 else 1
-    page = _whole(words[2], "the page", 1) if len(words) > 2 else 1
-    return (first, n, page)
-
-
-def _date(rest: str) -> tuple:
-    words = rest.split()
-    if len(words) != 1:
-        raise _Bad("needs one message id")
-    return (_whole(words[0], "the id", 0),)
-
-
-def _help(rest: str) -> tuple:
-    words = rest.split()
-    if len(words) > 1:
-        raise _Bad("takes at most one command name")
-    return tuple(word.lstrip("/") for word in words)
-
-
-COMMANDS: dict[str, Spec] = {
-    spec.name: spec
-    for spec in (
-        Spec("help", "/help [COMMAND]", "these commands", _help),
-        Spec("memory", "/memory", "the memory's status and the view the next turn starts from", _none),
-        Spec("zoom", "/zoom ID [N] [PAGE]", "a line's two halves (N ≥ 2), or message ID whole (N = 1); "
-                                             "/zoom NAME [PAGE] for an agent", _zoom),
-        Spec("date", "/date ID", "the date and time of message ID", _date),
-        Spec("note", "/note TEXT", "log TEXT as a note (a memory from before the chat)", _text("the note's text")),
-        Spec("attach", "/attach PATH", "attach an image (PNG, JPEG, GIF, WebP) to your next message",
-             _text("an image's path")),
-        Spec("compact", "/compact", "wait until every pending summary is built", _none),
-        Spec("stop", "/stop", "end the running reply (kept, marked incomplete); also Ctrl-C", _none),
-        Spec("status", "/status", "messages, memory, summaries, model and cache", _none),
-        Spec("quit", "/quit", "leave (also Ctrl-D on an empty line, or Ctrl-C twice)", _none),
-    )
-}
-
-
-def parse(line: str) -> Send | Command | UsageError | None:
-    """What a typed line asks for. None for a blank line.
-
-    `/name args` is a command; `//text` sends `/text`; anything else is sent as typed.
-    """
-    if not line.strip():
-        return None
-    if line.startswith("//"):
-        return Send(line[1:])
-    if not line.startswith("/"):
-        return Send(line)
-    head, _, rest = line[1:].partition(" ")
-    spec = COMMANDS.get(head.strip())
-    if spec is None:
-        return UsageError(f"unknown command /{head.strip()} — /help lists the commands; "
-                          f"//text sends text that starts with a slash")
-    try:
-        return Command(spec.name, spec.read(rest.strip()))
-    except _Bad as error:
-        return UsageError(f"/{spec.name} {error}. usage: {spec.usage}")
-
-
-def help_lines(name: str | None = None) -> list[str]:
-    """/help: every command with its usage, or one command's."""
-    if name is not None:
-        spec = COMMANDS.get(name)
-        if spec is None:
-            return [f"no command /{name}"]
-        return [f"{spec.usage}  {spec.help}"]
-    width = max(len(spec.usage) for spec in COMMANDS.values())
-    lines = [f"{spec.usage.ljust(width)}  {spec.help}" for spec in COMMANDS.values()]
-    lines.append("//TEXT".ljust(width) + "  send TEXT starting with a slash")
-    lines.append("Enter sends; Esc Enter adds a line. What you type while a reply runs joins that turn.")
-    return lines
 
 
 # ---- the status bar ---------------------------------------------------------------------------

@@ -8,8 +8,8 @@ usable while the model works: what you send then joins the running turn (R36).
 Ctrl-C once stops the reply (kept, marked incomplete: R37); Ctrl-C twice, Ctrl-D
 on an empty line or /quit leaves.
 
-The terminal is a thin shell: `chat_view` parses the commands and turns the turn
-events into lines; every call on the `ChatSession` runs off the event loop, in
+The terminal is a thin shell: `slash` parses the commands, `chat_view` turns the
+turn events into lines; every call on the `ChatSession` runs off the event loop, in
 order of typing, so a slow one never freezes the input.
 """
 
@@ -18,14 +18,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
-from prompt_toolkit.completion import Completer, Completion, PathCompleter
-from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import InMemoryHistory
@@ -36,18 +34,8 @@ from prompt_toolkit.layout.menus import CompletionsMenu
 from prompt_toolkit.layout.processors import BeforeInput
 from prompt_toolkit.styles import Style
 
-from everchat.frontends.chat_view import (
-    COMMANDS,
-    Command,
-    Send,
-    Transcript,
-    UsageError,
-    help_lines,
-    parse,
-    plain,
-    status_lines,
-    status_text,
-)
+from everchat.frontends.chat_view import Transcript, plain, status_lines, status_text
+from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, help_lines, parse
 from everchat.transport import AskTimeout
 
 __all__ = ["Terminal", "run"]
@@ -79,30 +67,6 @@ STYLE = Style.from_dict({
 })
 
 
-class _Commands(Completer):
-    """Completes command names after `/`, command names after `/help`, paths after `/attach`."""
-
-    def __init__(self) -> None:
-        self._paths = PathCompleter(expanduser=True)
-
-    def get_completions(self, document: Document, complete_event) -> Iterable[Completion]:
-        text = document.text_before_cursor
-        if not text.startswith("/") or text.startswith("//"):
-            return
-        if " " not in text:
-            for name, spec in COMMANDS.items():
-                if name.startswith(text[1:]):
-                    yield Completion("/" + name, start_position=-len(text), display_meta=spec.help)
-            return
-        head, _, rest = text.partition(" ")
-        if head == "/attach":
-            yield from self._paths.get_completions(Document(rest, len(rest)), complete_event)
-        elif head == "/help" and " " not in rest:
-            for name in COMMANDS:
-                if name.startswith(rest):
-                    yield Completion(name, start_position=-len(rest))
-
-
 class Terminal:
     """The chat in a terminal, on an open session (anything with ChatSession's methods).
 
@@ -129,7 +93,7 @@ class Terminal:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.buffer = Buffer(
             multiline=False,
-            completer=_Commands(),
+            completer=CommandCompleter(),
             complete_while_typing=True,
             history=InMemoryHistory(),
             accept_handler=self._accept,

@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from everchat.frontends.chat_view import (
-    COMMANDS,
-    Command,
-    Send,
-    Transcript,
-    UsageError,
-    help_lines,
-    parse,
-    plain,
-    short_size,
-    status_lines,
-    status_text,
-    tool_line,
-)
+from everchat.frontends.chat_view import Transcript, plain, short_size, status_lines, status_text, tool_line
+from everchat.frontends.slash import COMMANDS, Command, CommandCompleter, Send, UsageError, help_lines, parse
 from everchat.transport import schema
 
 
@@ -250,3 +238,19 @@ def test_one_line_tool_calls_fit_the_terminal_in_columns_not_characters():
     feed(view, schema.TurnToolCall(1, "d", "x", "{}"))
     (line,) = feed(view, schema.TurnToolResult(1, "d", "x", False, "日本語のテキスト"))
     assert line == "⚙ x() → 日…"  # 8 columns, one wide character (2), the mark (1): 11 of 12
+
+
+def completions(text):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    return [c.text for c in CommandCompleter().get_completions(Document(text, len(text)), CompleteEvent())]
+
+
+def test_commands_complete_after_a_slash_and_help_completes_their_names(tmp_path):
+    assert completions("/zo") == ["/zoom"]
+    assert completions("/") == ["/" + name for name in COMMANDS]
+    assert completions("/help d") == ["date"]
+    assert completions("//zo") == [] and completions("zo") == [] and completions("/zoom 4") == []
+    (tmp_path / "cat.png").write_bytes(b"")
+    assert completions(f"/attach {tmp_path}/ca") == ["t.png"]
