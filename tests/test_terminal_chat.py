@@ -145,3 +145,23 @@ def test_without_a_terminal_the_chat_says_what_works_instead(tmp_path, capsys):
     assert run(demo_settings(tmp_path), stdin=io.StringIO()) == 2
     assert "everchat ask MESSAGE" in capsys.readouterr().err
     assert not (tmp_path / "chat").exists()  # nothing was opened
+
+
+def test_r36_what_is_typed_while_a_reply_streams_joins_that_turn(tmp_path, slow_server):
+    chunks = tuple(f"step{n} " for n in range(60))
+    slow_server.script(Reply(Text("".join(chunks), chunks=chunks)), Reply("Noted your addition too."))
+    session = ChatSession.open(fake_settings(tmp_path, slow_server))
+    try:
+        with running(session) as chat:
+            chat.line("Plan the trip.")
+            chat.wait(lambda t: "step2 " in str(t.transcript.live()), "the plan streaming")
+            chat.line("Also book a train.")
+            chat.wait_printed("↳ message 1 joined the reply in progress")
+            chat.wait_printed("Noted your addition too.")
+            chat.wait(lambda t: not t.busy, "the turn's end")
+            turns = [line for line in chat.terminal.printed if line.startswith("›")]
+            assert turns == ["› Plan the trip.", "› Also book a train."]
+    finally:
+        session.close()
+    first, second = slow_server.model_calls
+    assert "Also book a train." not in str(first.body) and "Also book a train." in str(second.body)
