@@ -30,6 +30,7 @@ __all__ = ["PlannerActor", "StoreProxy"]
 log = logging.getLogger("everchat.planner")
 
 _ASK_SECONDS = 30.0
+_TOP_LEVEL = 62  # a level's node spans 2**l messages: nothing above fits a 64-bit key (R10)
 _RETRY_SECONDS = 10.0
 _IDLE_WORKER_SECONDS = 15.0
 """A worker waiting longer than this gets `NoJob` and asks again, so no reply ever
@@ -142,17 +143,42 @@ class PlannerActor(Actor):
     # -- messages ---------------------------------------------------------------------
 
     def on_logged(self, msg: schema.Logged, delivery) -> None:
+        """Plans the messages the log writer announces. A notice that does not continue
+        this planner's count (one it already planned after a restart, or a forged one that
+        skips ahead) plans nothing from its lines: the count is asked of the log instead."""
+        if delivery.sender != self.log_writer:
+            log.warning("%s: ignored a Logged notice from %s (only %s logs)", self, delivery.sender, self.log_writer)
+            if delivery.is_ask:
+                raise ValueError(f"only {self.log_writer} announces logged messages, not {delivery.sender}")
+            return
         planning = self.planning
-        planning.store.state = _advanced(planning.store.state, msg.first + len(msg.lines))
-        lines = {msg.first + n: line for n, line in enumerate(msg.lines)}
-        for step in planning.plan(list(lines), lines):
-            self._dispatch(step.started)
+        count = planning.planner.messages
+        if msg.first > count:
+            self._catch_up()
+        elif msg.first + len(msg.lines) > count:
+            planning.store.state = _advanced(planning.store.state, msg.first + len(msg.lines))
+            lines = {msg.first + n: line for n, line in enumerate(msg.lines) if msg.first + n >= count}
+            for step in planning.plan(list(lines), lines):
+                self._dispatch(step.started)
         self._answer_idle()
+        return schema.Ack() if delivery.is_ask else None
+
+    def _running_key(self, l: int, i: int, delivery, what: str) -> int | None:
+        """The key of a result's node when that node is being built; None (or, for an ask,
+        ValueError) when it is not: a retried job's late twin, or a result nobody asked for."""
+        if not (0 <= l <= _TOP_LEVEL and i >= 0):
+            raise ValueError(f"{what} for node ({l}, {i}): no such node can exist (R10)")
+        key = key_of(l, i)
+        if key in self.planning.planner.running:
+            return key
+        if delivery.is_ask:
+            raise ValueError(f"{what} for {name(key)}: that node is not being built")
+        log.info("%s: dropped %s for %s from %s: not running (a retried job)", self, what, name(key), delivery.sender)
+        return None
 
     def on_built(self, msg: schema.Built, delivery) -> None:
-        key = key_of(msg.l, msg.i)
-        if key not in self.planning.planner.running:
-            log.info("%s: dropped a result for %s from %s: not running (a retried job)", self, name(key), msg.worker)
+        key = self._running_key(msg.l, msg.i, delivery, "a result")
+        if key is None:
             return
         self.gate.started(key, time.monotonic())  # a built job's response surely started (R23)
         self._release(key)
@@ -162,12 +188,13 @@ class PlannerActor(Actor):
         self._dispatch(step.started)
         self._answer_settled()
         self._answer_idle()
+        return schema.Ack() if delivery.is_ask else None
 
     def on_build_failed(self, msg: schema.BuildFailed, delivery) -> None:
         """R30: a failed call is tried again at the next message; the third failure
         builds the node from its own input cut to 512 bytes, so nothing stalls."""
-        key = key_of(msg.l, msg.i)
-        if key not in self.planning.planner.running:
+        key = self._running_key(msg.l, msg.i, delivery, "a failure")
+        if key is None:
             return
         self._release(key)
         failures = self.failures[key] = self.failures.get(key, 0) + 1
@@ -184,6 +211,7 @@ class PlannerActor(Actor):
         self._dispatch(step.started)
         self._answer_settled()
         self._answer_idle()
+        return schema.Ack() if delivery.is_ask else None
 
     def on_next_job(self, msg: schema.NextJob, delivery):
         self.workers.append(_Waiter(delivery, time.monotonic()))
@@ -205,15 +233,22 @@ class PlannerActor(Actor):
 
     def on_settle_view(self, msg: schema.SettleView, delivery):
         """R36: answer once every view line before `until` is built, or at the timeout
-        with the unbuilt lines shown as their message cut to 512 bytes."""
+        with the unbuilt lines shown as their message cut to 512 bytes.
+
+        Several waits at once (a turn and a `compact`) restrict the starts to the
+        earliest one's lines (R31), so the turn that waits least is served first."""
         self._catch_up()
-        waiter = _Waiter(delivery, time.monotonic(), msg.until, msg.timeout)
-        self.settle_waiters.append(waiter)
-        self._dispatch(self.planning.planner.wait_for(msg.until))
+        messages = self.planning.planner.messages
+        if not 0 <= msg.until <= messages:
+            raise ValueError(f"SettleView until {msg.until}: the chat has messages 0 ... {messages - 1}, "
+                             f"so until must be 0 ... {messages}")
+        if not msg.timeout >= 0:
+            raise ValueError(f"SettleView timeout {msg.timeout}: must be 0 or more seconds")
+        self.settle_waiters.append(_Waiter(delivery, time.monotonic(), msg.until, msg.timeout))
         self._answer_settled()
         return None  # answered later, with delivery.reply
 
-    def _answer_settled(self, expired: bool = False) -> None:
+    def _answer_settled(self) -> None:
         planner = self.planning.planner
         now = time.monotonic()
         keep = []
@@ -230,8 +265,9 @@ class PlannerActor(Actor):
             else:
                 keep.append(waiter)
         self.settle_waiters = keep
-        if not keep and planner.waiting_for >= 0:
-            self._dispatch(planner.stop_waiting())
+        earliest = min((waiter.until for waiter in keep), default=-1)
+        if earliest != planner.waiting_for:
+            self._dispatch(planner.wait_for(earliest) if earliest >= 0 else planner.stop_waiting())
 
     def on_actor_restarted(self, msg: schema.ActorRestarted, delivery) -> None:
         """A worker died: its jobs go back to the queue at once (they are still running)."""
@@ -243,6 +279,7 @@ class PlannerActor(Actor):
         if lost:
             log.warning("%s: %s restarted; handing out %s again", self, msg.name, [name(key) for key in lost])
         self._hand_out()
+        return schema.Ack() if delivery.is_ask else None
 
     def on_tick(self, msg: schema.Tick, delivery) -> None:
         now = time.monotonic()
@@ -309,6 +346,7 @@ class PlannerActor(Actor):
             return  # a job lost with its worker and handed out again: the new call tells
         self.gate.started(key, time.monotonic())
         self._hand_out()
+        return schema.Ack() if delivery.is_ask else None
 
     def on_wait_backlog(self, msg: schema.WaitBacklog, delivery):
         """A bulk import's flow control: answered (Idle) once at most `at_most` compactions

@@ -558,8 +558,8 @@ def test_a_built_told_for_a_node_never_handed_out_changes_nothing(small_chat):
 
 
 def test_a_built_asked_for_a_node_never_handed_out_gets_an_error_reply(small_chat):
-    """Fails today: PlannerActor.on_built returns None for a result it drops, so an ask
-    of it is never answered (the asker times out instead of hearing why)."""
+    """A result the planner drops is answered with the reason when it was asked (a silent
+    drop would leave the asker waiting for its timeout)."""
     before = folder_bytes(small_chat.chat)
     with pytest.raises(RemoteError):
         small_chat.node.ask("planner", schema.Built(1, 1, "a line nobody asked for", "fuzzer"), timeout=5.0)
@@ -567,17 +567,17 @@ def test_a_built_asked_for_a_node_never_handed_out_gets_an_error_reply(small_cha
 
 
 def test_r36_a_settle_view_with_a_negative_id_gets_an_error_reply(small_chat):
-    """Fails today: the planner answers SettleView(-1) with the whole view, and sets its
-    turn wait (Planner.waiting_for) to -1, so a real turn waiting meanwhile loses R31's
+    """A wait for no message is refused: answered, it would set the turn wait
+    (Planner.waiting_for) to -1, and a real turn waiting meanwhile would lose R31's
     'only lines before its message start'."""
     with pytest.raises(RemoteError):
         small_chat.node.ask("planner", schema.SettleView(-1, 1.0), timeout=5.0)
 
 
 def test_a_logged_notice_that_skips_ahead_of_the_log_does_not_crash_the_planner(small_chat):
-    """Fails today: the planner trusts Logged.first, plans messages the log does not have,
-    fails reading them and stops (the supervisor restarts it). It should ignore a notice
-    that does not continue its count (and catch up with CountMessages instead)."""
+    """A notice that does not continue the planner's count plans nothing from its lines:
+    the planner asks the log for its count instead (trusting it, it would read messages
+    the log does not have, fail, and stop)."""
     before = folder_bytes(small_chat.chat)
     small_chat.node.tell("planner", schema.Logged(100, ["user: from nowhere"]))
     assert small_chat.node.ask("planner", schema.PoolIdle(), timeout=10.0) == schema.Idle(True, 0, 0)
@@ -589,8 +589,8 @@ def test_a_logged_notice_that_skips_ahead_of_the_log_does_not_crash_the_planner(
 
 
 def test_r31_a_next_job_told_instead_of_asked_never_takes_a_job(small_chat):
-    """Fails today: the planner queues a told NextJob like an ask, hands it a job whose
-    reply goes nowhere, and the job stays running for good: the pool never goes idle."""
+    """A told NextJob cannot carry a job back: the job handed to it goes back first in
+    line, and the pool still goes idle."""
     node = small_chat.node
     node.tell("planner", schema.NextJob("fuzzer"))
     items = [schema.Append("user", _text(1) + f" more {n}", f"more-{n}", [], None) for n in range(4)]
