@@ -123,7 +123,10 @@ class PlannerActor(Actor):
         state = self.node.ask(self.log_writer, schema.LoadState(), timeout=_ASK_SECONDS)
         proxy = StoreProxy(self.node, self.log_writer, state, self._broken)
         self.planning = Planning.recover(proxy, self.budget)
-        self._dispatch(self.planning.start_all())
+        # Messages planned during the recovery started jobs too, and nothing is handed
+        # out yet: every running job goes to the queue, in the order it started.
+        self.planning.start_all()
+        self._dispatch(list(self.planning.planner.running))
         self._tick()
 
     def _broken(self, error: Exception) -> None:
@@ -221,7 +224,9 @@ class PlannerActor(Actor):
     def on_planner_status(self, msg: schema.PlannerStatus, delivery) -> schema.PlannerState:
         """The figures and the view as they stand, for `status` and `view` (never waits,
         never changes what starts, unlike SettleView)."""
-        return schema.PlannerState(status=self.planning.status(), view=self.planning.render_view())
+        status = dict(self.planning.status(), queued=len(self.queue), workers_waiting=len(self.workers),
+                      handed_out={name(key): worker for key, worker in sorted(self.assigned.items())})
+        return schema.PlannerState(status=status, view=self.planning.render_view())
 
     def on_pool_idle(self, msg: schema.PoolIdle, delivery):
         """Answered once no compaction runs, after planning every message logged so far

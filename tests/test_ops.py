@@ -183,12 +183,9 @@ def test_ops_after_kill_9_of_a_worker_shows_one_restart_and_its_new_pid(chat):
 
 
 def test_r30_the_chat_goes_on_right_after_a_worker_restart(chat):
-    """Fails today (planner): the killed worker's NextJob still waits in the planner's
-    queue of idle workers; the next job is handed to it, the reply cannot leave (the
-    worker's connection is gone), and the job stays assigned to "compactor.0" for good
-    (ActorRestarted came before it), so the pool never goes idle. The transport now says
-    so: `Delivery.reply` returns False when the asker is gone; the planner's `_hand_out`
-    should put the job back then (a told NextJob gives False too)."""
+    """R30: the killed worker's NextJob may still wait in the planner's queue of idle
+    workers; a job handed to it cannot leave (`Delivery.reply` is False: the worker's
+    connection is gone), so the planner puts it back first in line and the pool goes idle."""
     supervisor, _ = chat
     assert supervisor.children["compactor.0"].restarts == 1, "runs after the kill above"
     talk(supervisor, MESSAGES, 4, idle_timeout=30.0)

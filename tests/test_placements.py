@@ -148,9 +148,9 @@ def test_a_compactor_joins_over_tcp_from_another_host_and_the_folder_is_the_same
     assert folder_digest(chat) == baseline
 
 
-# The planner's own kill is not here yet: its restarted process does not finish its
-# recovery (it waits on the log writer for minutes); see the closing note of issue 3.
-@pytest.mark.parametrize("victim", ["log_writer", "compactor.0"])
+# The planner's kill also checks its recovery hands out the jobs that planning the
+# messages logged while it was down started (they once stayed running with no worker).
+@pytest.mark.parametrize("victim", ["log_writer", "compactor.0", "planner"])
 def test_kill_9_of_any_actor_midway_is_restarted_and_the_folder_is_the_same(tmp_path, baseline, victim):
     chat = tmp_path / "chat"
     with Supervisor(chat, Placement("processes", workers=2, summarizer="scripted"), BUDGET) as supervisor:
