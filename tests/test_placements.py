@@ -150,7 +150,7 @@ def test_a_compactor_joins_over_tcp_from_another_host_and_the_folder_is_the_same
 
 # The planner's kill also checks its recovery hands out the jobs that planning the
 # messages logged while it was down started (they once stayed running with no worker).
-@pytest.mark.parametrize("victim", ["log_writer", "compactor.0", "planner"])
+@pytest.mark.parametrize("victim", ["log_writer", "compactor.0", "planner", "turn_runner"])
 def test_kill_9_of_any_actor_midway_is_restarted_and_the_folder_is_the_same(tmp_path, baseline, victim):
     chat = tmp_path / "chat"
     with Supervisor(chat, Placement("processes", workers=2, summarizer="scripted"), BUDGET) as supervisor:
