@@ -24,6 +24,7 @@ from everchat.actors.models import (
     connect,
     extractive_summary,
 )
+from everchat.actors.models._summarize import key_tokens
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
 
 PROMPT = Prompt.make()
@@ -54,6 +55,15 @@ def test_names_numbers_ids_paths_and_errors_are_copied_exactly():
                   "'/etc/everchat/keys.toml'", "line 12"):
         assert exact in line
     assert len(line.encode()) <= 512
+
+
+def test_r34_key_tokens_are_whole_paths_dates_and_numbers_with_the_word_they_count():
+    """R34's priorities copy names, numbers and paths exactly: a relative path whole, a
+    date whole, and a number with the noun before it but never a glue word ("is 4471")."""
+    assert [token for _, _, token in key_tokens("Deploy path/to/app.py to Berlin on 2026-12-04, ask Maria.")] == \
+        ["path/to/app.py", "Berlin", "2026-12-04", "Maria"]
+    assert [token for _, _, token in key_tokens("My locker code is 4471. Is 42 right? Port 8080 is open.")] == \
+        ["4471", "42", "Port 8080"]
 
 
 def test_the_rest_fills_the_space_left_first_sentences_first():

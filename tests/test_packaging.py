@@ -26,3 +26,16 @@ def test_the_console_script_runs_the_cli():
     from everchat.frontends.cli import main
 
     assert callable(main)
+
+
+def _readme_commands() -> list[str]:
+    """The indented command lines at the top of the README, before its first rule."""
+    top = (ROOT / "README.md").read_text().split("\n---\n", 1)[0]
+    return [line.strip() for line in top.splitlines() if line.startswith("    ")]
+
+
+def test_the_readme_opens_with_the_chat_and_the_test_command_that_ci_runs():
+    run_chat, run_tests = _readme_commands()
+    assert run_chat.endswith("&& .venv/bin/everchat") and "pip install" in run_chat
+    ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert ci_lines[-1] == run_tests

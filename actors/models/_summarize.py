@@ -23,17 +23,21 @@ _ITEM_SPLIT = re.compile(r" \| | (?=(?:user|everchat|tool|echo|work|note): )")
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\s*\n+\s*")
 _SPACES = re.compile(r"\s+")
 
+_GLUE = "(?i:is|are|was|were|be|been|on|at|in|of|to|by|for|from|with|as|about|than|then|the|a|an|and|or|but|it|its|my|your|our|their|his|her|this|that|these|those|till|until|since|after|before)"
+
 _TOKEN_PATTERNS = [
     r"\b[\w.]*(?:Error|Exception|Errno|errno|FAILED|Traceback)\b[^\n|]{0,90}",  # error messages
     r"\b(?:error|failed|fatal|denied|refused|not found|timed out)\b[^\n.|]{0,70}",
     r"https?://[^\s\"'<>)\]]+",  # URLs
     r"[\w.+-]+@[\w-]+\.[\w.]+",  # e-mail addresses
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b",  # dates, with a time
     r"(?:~|\.{1,2})?/[\w.\-~/@%+=:]+",  # POSIX paths
+    r"\b[\w.\-~@%+]+(?:/[\w.\-~@%+]+)+",  # relative paths: src/app.py
     r"\b[A-Za-z]:\\[\w\\.\-]+",  # Windows paths
     r"`[^`\n]{1,80}`",  # code spans
     r"\"[^\"\n]{2,60}\"",  # quoted names
     r"\b[A-Za-z][\w-]*\d[\w.-]*\b",  # ids with digits: amber-42, v1.2, sha256
-    r"\b(?:[A-Za-z]+ )?\d[\d.,:/]*(?: ?(?:%|ms|s|KB|MB|GB|TB|bytes|B|px|h|min)\b)?",  # numbers, with a word before
+    rf"\b(?:(?!{_GLUE}\b)[A-Za-z]+ )?\d[\d.,:/]*(?: ?(?:%|ms|s|KB|MB|GB|TB|bytes|B|px|h|min)\b)?",  # numbers, with the word they count ("port 8080", not "is 8080")
     r"\b[\w.]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|csv|html|css|rs|go|c|h|cpp|sh|log|cfg|conf|ini)\b",
     r"\b[a-z]+(?:_[a-z0-9]+)+\b",  # snake_case identifiers
     r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b",  # CamelCase names
