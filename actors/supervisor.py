@@ -55,12 +55,16 @@ class Placement:
     workers: int = 2
     remote: tuple[str, ...] = ()  # names that join from elsewhere instead of being started
     summarizer: str = "configured"  # or "scripted" (the placement tests' deterministic stand-in)
+    listen: str = "127.0.0.1"  # for tcp: the address the actors listen on, and that joiners dial
 
     def __post_init__(self) -> None:
         if self.mode not in ("single", "processes"):
             raise ValueError(f"placement mode is 'single' or 'processes', not {self.mode!r}")
         if self.transport not in ("ipc", "tcp"):
             raise ValueError(f"transport is 'ipc' or 'tcp', not {self.transport!r}")
+        if self.listen in ("0.0.0.0", "*", "::", ""):
+            raise ValueError(f"listen on one address that other hosts can dial (this host's), not {self.listen!r}: "
+                             "it is also the address every actor is announced at")
         if not 1 <= self.workers <= 8:
             raise ValueError(f"workers must be 1 to 8 (R31), not {self.workers}")
 
@@ -180,7 +184,8 @@ class Supervisor:
         if self.placement.mode == "single" and name != "supervisor":
             return None
         if self.placement.transport == "tcp":
-            return "tcp://127.0.0.1:0"
+            host = f"[{self.placement.listen}]" if ":" in self.placement.listen else self.placement.listen
+            return f"tcp://{host}:0"
         return f"ipc://{self.run_dir / (name + '.sock')}"
 
     def start(self, timeout: float = 60.0) -> "Supervisor":

@@ -175,3 +175,20 @@ def _wait_for_file(path: Path, timeout: float = 30.0) -> dict:
         if deadline <= 0:
             raise AssertionError(f"{path} never appeared")
     return json.loads(path.read_text())
+
+
+def test_tcp_actors_listen_on_the_address_given_and_are_announced_there(tmp_path):
+    """`serve --listen ADDR`: another host dials the supervisor and every actor at ADDR
+    (127.0.0.2 stands in for this host's network address); the default is 127.0.0.1."""
+    placement = Placement("processes", transport="tcp", workers=1, summarizer="scripted", listen="127.0.0.2")
+    with Supervisor(tmp_path / "chat", placement, BUDGET) as supervisor:
+        endpoints = [child.endpoint for child in supervisor.children.values()] + [supervisor.node.endpoint]
+        assert all(endpoint.startswith("tcp://127.0.0.2:") for endpoint in endpoints), endpoints
+        converse(supervisor, 3)
+    assert Placement().listen == "127.0.0.1"
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "*", "::", ""])
+def test_listening_on_every_interface_is_refused_with_a_reason(address):
+    with pytest.raises(ValueError, match="other hosts can dial"):
+        Placement("processes", transport="tcp", listen=address)
