@@ -63,12 +63,15 @@ def turn_calls(server):
 
 
 def user_texts(body, provider):
-    """The text parts of the first user message, in order."""
+    """The text parts of the first user message, in order: Anthropic's blocks (R23); OpenAI
+    gets the same text as one part (no cache marks there), cut here after `</chat>`."""
     if provider == "anthropic":
         first = body["messages"][0]
         return [part["text"] for part in first["content"] if part["type"] == "text"]
-    first = body["input"][0]
-    return [part["text"] for part in first["content"] if part["type"] == "input_text"]
+    (part,) = body["input"][0]["content"]
+    assert part["type"] == "input_text"
+    view, end, rest = part["text"].partition("</chat>")
+    return [view + end, rest]
 
 
 def system_of(body, provider):

@@ -115,14 +115,32 @@ class _OpenAIBase(Connection):
 # --- Responses ---------------------------------------------------------------------
 
 
-def _responses_content(blocks: Any) -> list[dict[str, Any]]:
-    parts = []
+def _joined(blocks: Any) -> list[str | ImageBlock]:
+    """Text and images in order, each run of adjacent text blocks joined into one string.
+
+    The SDK walks every content part against every type its union allows before it sends
+    (about 0.4 ms a part), so a view sent as its R23 blocks of 4 lines cost 25 ms a turn.
+    OpenAI sets no cache marks, so the blocks' borders mean nothing here: the model reads
+    the same text in the same order, as Chat Completions already joined it.
+    """
+    out: list[str | ImageBlock] = []
+    run: list[str] = []
     for block in blocks:
         if isinstance(block, TextBlock):
-            parts.append({"type": "input_text", "text": block.text})
+            run.append(block.text)
         elif isinstance(block, ImageBlock):
-            parts.append({"type": "input_image", "image_url": _data_url(block), "detail": "auto"})
-    return parts
+            if run:
+                out.append("".join(run))
+                run = []
+            out.append(block)
+    if run:
+        out.append("".join(run))
+    return out
+
+
+def _responses_content(blocks: Any) -> list[dict[str, Any]]:
+    return [{"type": "input_text", "text": part} if isinstance(part, str)
+            else {"type": "input_image", "image_url": _data_url(part), "detail": "auto"} for part in _joined(blocks)]
 
 
 def _responses_input(request: Request) -> list[dict[str, Any]]:
@@ -243,13 +261,8 @@ def _responses_usage(raw: Any) -> Usage:
 def _chat_content(blocks: list[Any]) -> Any:
     if all(isinstance(b, TextBlock) for b in blocks):
         return "".join(b.text for b in blocks)
-    parts = []
-    for block in blocks:
-        if isinstance(block, TextBlock):
-            parts.append({"type": "text", "text": block.text})
-        elif isinstance(block, ImageBlock):
-            parts.append({"type": "image_url", "image_url": {"url": _data_url(block)}})
-    return parts
+    return [{"type": "text", "text": part} if isinstance(part, str)
+            else {"type": "image_url", "image_url": {"url": _data_url(part)}} for part in _joined(blocks)]
 
 
 def _chat_messages(request: Request) -> list[dict[str, Any]]:
