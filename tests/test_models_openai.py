@@ -181,3 +181,19 @@ def test_adjacent_text_blocks_go_out_as_one_part_in_order_around_images(server, 
             {"type": "text", "text": "<chat>\n0+1|a\n1+1|b\n</chat>[turn] look"},
             {"type": "image_url", "image_url": {"url": DATA_URL}},
             {"type": "text", "text": "and this"}]}]
+
+
+def test_the_sdk_transform_that_input_and_tools_skip_would_leave_them_unchanged():
+    """`input` and `tools` go out through `extra_body`, past the SDK's transform (1.4 ms of a
+    turn); this holds only while that transform leaves them as they are."""
+    from openai._utils import maybe_transform
+    from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+    from everchat.actors.models._openai import responses_body
+
+    rich = Request(model="gpt-test", system="SYSTEM", tools=PROMPT.tools, max_tokens=100, effort="low",
+                   messages=(*TOOL_LOOP.messages, Message.assistant(ToolUseBlock("c2", "zoom", {"id": 0, "n": 2})),
+                             Message.user(ToolResultBlock("c2", (TextBlock("seen"), ImageBlock(PNG, "image/png"))))))
+    body = {**responses_body(rich), "stream": True}
+    assert {"input", "tools"} <= body.keys()
+    assert maybe_transform(body, ResponseCreateParamsStreaming) == body

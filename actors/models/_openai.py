@@ -195,14 +195,23 @@ def responses_body(request: Request) -> dict[str, Any]:
     return body
 
 
+_PLAIN = ("input", "tools")
+"""Responses parameters sent as they are (`extra_body`), past the SDK's transform: it
+only renames aliased keys and formats dates and files, which these plain strings and dicts
+never hold (a test checks it leaves them equal), and walking them against the SDK's
+unions cost 1.4 ms of a 100 KB view's turn."""
+
+
 class OpenAIConnection(_OpenAIBase):
     """OpenAI models over the Responses API."""
 
     provider = "openai"
 
     def _open(self, request: Request) -> Any:
-        return self._client.responses.create(**responses_body(request), stream=True, timeout=request.timeout,
-                                             extra_headers=self._headers(request))
+        body = responses_body(request)
+        plain = {key: body.pop(key) for key in _PLAIN if key in body}
+        return self._client.responses.create(**body, stream=True, timeout=request.timeout,
+                                             extra_headers=self._headers(request), extra_body=plain)
 
     def _events(self, raw: Any, request: Request, deadline: float) -> Iterator[Event]:
         calls: dict[str, list[Any]] = {}  # item id -> [call id, name, argument pieces]
