@@ -333,14 +333,14 @@ class PlannerActor(Actor):
         self._answer_backlog()
 
     def _next_job(self) -> schema.BuildJob | None:
-        """The first queued job R23's prefix gate lets go, with the view mark it chose."""
+        """The first queued job R23's prefix gate lets go, with the marks it chose."""
         now = time.monotonic()
         for key in self.queue:
             job = self._job(key)
-            mark = self.gate.offer(key, prefix_chain(job.context), now)
-            if mark is not None:
+            marks = self.gate.offer(key, prefix_chain(job.context), now)
+            if marks is not None:
                 self.queue.remove(key)
-                return replace(job, mark=mark)
+                return replace(job, mark=marks.view, closing=marks.closing)
         return None
 
     def on_response_started(self, msg: schema.ResponseStarted, delivery) -> None:

@@ -132,16 +132,25 @@ def test_the_demo_reads_back_what_a_task_asks():
 
 
 @pytest.mark.parametrize("lines", [0, 1, 3, 4, 5, 8, 11])
-def test_r23_marks_sit_on_the_system_prompt_the_last_whole_block_and_the_end(lines):
+def test_r23_marks_sit_on_the_system_prompt_the_last_whole_block_the_closing_block_and_the_end(lines):
     job = CompactionJob(0, 40, tuple(f"{k}+1|line {k}" for k in range(lines)), ("user: " + "y" * 700,))
     request = Compaction(job, PROMPT, model="m").request()
     blocks = request.messages[0].content
     marked = [k for k, block in enumerate(blocks) if block.cache]
     whole = lines // 4
-    assert request.cache_system and request.marks() == (3 if whole else 2)
-    assert marked == ([whole - 1] if whole else []) + [len(blocks) - 1]
+    closing = lines % 4 != 0  # our fourth mark, only on a closing block that holds lines
+    assert request.cache_system and request.marks() == 2 + (whole > 0) + closing <= 4
+    assert marked == ([whole - 1] if whole else []) + ([whole] if closing else []) + [len(blocks) - 1]
+    assert blocks[whole].text.endswith("</chat>") and blocks[whole].text.count("|") == lines % 4
     for block in blocks[:whole]:
         assert block.text.count("\n") == 4 + (1 if block is blocks[0] else 0)
+
+
+def test_a_job_without_its_closing_mark_keeps_r23s_three():
+    job = CompactionJob(0, 40, tuple(f"{k}+1|line {k}" for k in range(10)), ("user: " + "y" * 700,), closing=False)
+    request = Compaction(job, PROMPT, model="m").request()
+    assert [k for k, block in enumerate(request.messages[0].content) if block.cache] == [1, 3]
+    assert request.marks() == 3
 
 
 def test_r23_a_follow_up_moves_the_end_mark_to_the_new_last_block():
@@ -151,6 +160,16 @@ def test_r23_a_follow_up_moves_the_end_mark_to_the_new_last_block():
     first, answer, again = request.messages
     assert [k for k, b in enumerate(first.content) if b.cache] == [2]  # the last whole block of 12 lines
     assert not answer.content[-1].cache and again.content[-1].cache and request.marks() == 3
+
+
+def test_r23_follow_ups_keep_four_marks_at_most_with_the_closing_mark():
+    job = CompactionJob(0, 10, tuple(f"{k}+1|line {k}" for k in range(10)), (LEAF_TEXT,))
+    compaction = Compaction(job, PROMPT, model="m")
+    for size in (900, 800, 700):
+        request = compaction.request()
+        assert request.marks() == 4  # system, last whole block, closing block, end
+        assert [k for k, b in enumerate(request.messages[0].content) if b.cache][:2] == [1, 2]
+        compaction.take(Scripted("a" * size).complete(request))
 
 
 def test_r23_requests_with_the_same_context_share_a_cache_prefix():

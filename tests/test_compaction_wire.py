@@ -123,24 +123,32 @@ def test_r29_on_the_wire_a_tool_call_or_thinking_only_counts_as_a_try(server, wi
 
 
 def test_r23_on_anthropic_the_marks_sit_where_the_rule_says_and_the_next_compaction_reads_them(server):
+    longer = (*CONTEXT, "10+1|user: one line more")
     with connect("anthropic", api_key="test-key", base_url=server.base_url, max_retries=0) as claude:
-        server.script("first line", "second line", "third line")
+        server.script("first line", "second line", "third line", "fourth line")
         run(claude)
         run(claude, CompactionJob(0, 11, CONTEXT, ("user: " + "something else entirely " * 40,)))
+        run(claude, CompactionJob(0, 12, longer, ("user: " + "and now another one " * 40,)))
         run(claude, CompactionJob(0, 0, (), ("user: " + "no context at all " * 40,)))
-    first, second, bare = server.model_calls
+    first, second, third, bare = server.model_calls
     body = first.body
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
     blocks = body["messages"][0]["content"]
     marked = [k for k, block in enumerate(blocks) if "cache_control" in block]
-    assert marked == [1, len(blocks) - 1]  # 10 lines: blocks of 4, 4, then 2 and </chat>; the task
+    # 10 lines: blocks of 4, 4, then 2 and </chat> (our closing mark beyond R23's three); the task
+    assert marked == [1, 2, len(blocks) - 1] and blocks[2]["text"].endswith("</chat>")
     assert blocks[1]["text"] == "".join(line + "\n" for line in CONTEXT[4:8])
     assert all(block["cache_control"] == {"type": "ephemeral"} for block in blocks if "cache_control" in block)
     assert "ttl" not in json.dumps(body)
-    # the second compaction reads the prefix through the last whole block; a bare one, the system's
-    through_context = count_tokens(blocks[0]["text"]) + count_tokens(blocks[1]["text"])
-    assert first.cache.cache_read == 0 and second.cache.cache_read == bare.cache.cache_read + through_context
+    # the same context is read whole, through its closing block; a longer one through the last whole
+    # block; a bare one, the system's
+    through_block = count_tokens(blocks[0]["text"]) + count_tokens(blocks[1]["text"])
+    through_closing = through_block + count_tokens(blocks[2]["text"])
+    assert first.cache.cache_read == 0 and second.cache.cache_read == bare.cache.cache_read + through_closing
+    assert third.cache.cache_read == bare.cache.cache_read + through_block
     assert bare.cache.cache_read > 1000  # the system prompt's entry, shared by every call (R23)
+    for call in server.model_calls:  # Anthropic's limit, and never a 1-hour mark
+        assert json.dumps(call.body).count("cache_control") <= 4 and "\"ttl\"" not in json.dumps(call.body)
 
 
 def test_r23_openai_requests_carry_no_cache_marks(server):

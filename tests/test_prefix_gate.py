@@ -1,5 +1,5 @@
 """R23's "one writer per new prefix": the prefix gate's pure core, the view mark it moves,
-and the compaction's "response started" hook.
+the closing mark it drops, and the compaction's "response started" hook.
 
 The law, over random runs of offers, response starts and ends: at no time do two calls
 whose responses have not started write the same prefix, and a job is held only while a
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from everchat.actors.compaction import Compaction, CompactionJob, summarize
 from everchat.actors.models import Connection, Request, Stop, TextBlock, TextDelta, Usage
 from everchat.actors.models import ServerError as ModelServerError
-from everchat.actors.prefix_gate import SYSTEM, PrefixGate, prefix_chain
+from everchat.actors.prefix_gate import SYSTEM, Marks, PrefixGate, prefix_chain
 from everchat.actors.prompt import Prompt
 
 PROMPT = Prompt.make()
@@ -28,22 +28,34 @@ def lines(count: int, tag: str = "") -> list[str]:
 # -- the chain of block prefixes ---------------------------------------------------------
 
 
-def test_r23_the_chain_has_one_prefix_per_whole_block_of_four_lines():
-    assert prefix_chain(lines(3)) == []
+def size(count: int) -> int:
+    return sum(len(line.encode()) + 1 for line in lines(count))
+
+
+def test_r23_the_chain_has_one_prefix_per_whole_block_of_four_lines_then_the_closing_one():
+    assert prefix_chain([]) == []
+    (closing,) = prefix_chain(lines(3))
+    assert closing.closing and closing.size == size(3)
     chain = prefix_chain(lines(11))
-    assert len(chain) == 2
-    assert chain[0].size == sum(len(line.encode()) + 1 for line in lines(4))
-    assert chain[1].size == sum(len(line.encode()) + 1 for line in lines(8))
+    assert [(p.closing, p.size) for p in chain] == [(False, size(4)), (False, size(8)), (True, size(11))]
+    assert not any(p.closing for p in prefix_chain(lines(8)))  # a closing block of `</chat>` alone: no prefix
 
 
 def test_r23_two_contexts_share_a_block_prefix_exactly_when_their_first_lines_agree():
     a = prefix_chain(lines(13))
     b = prefix_chain(lines(9))
-    assert a[:2] == b[:2]
+    assert a[:2] == b[:2] and a[2] != b[2]
     changed = lines(13)
     changed[5] = "5+1|note: another line"
     c = prefix_chain(changed)
     assert c[0] == a[0] and c[1] != a[1] and c[2] != a[2]
+
+
+def test_the_closing_prefix_is_shared_exactly_by_equal_contexts():
+    assert prefix_chain(lines(10))[-1] == prefix_chain(lines(10))[-1]
+    assert prefix_chain(lines(10))[-1] != prefix_chain(lines(11))[-1]
+    assert prefix_chain(lines(10))[-1] != prefix_chain(lines(10, "'"))[-1]
+    assert prefix_chain(lines(9))[-1].digest not in {p.digest for p in prefix_chain(lines(12))}
 
 
 # -- the policies, step by step -------------------------------------------------------------
@@ -51,24 +63,41 @@ def test_r23_two_contexts_share_a_block_prefix_exactly_when_their_first_lines_ag
 
 def test_r23_a_second_call_waits_for_the_first_to_start_writing_the_system_prompt():
     gate = PrefixGate("wait")
-    assert gate.offer(1, [], now=0.0) == 0
+    assert gate.offer(1, [], now=0.0) == Marks(0, False)
     assert gate.writing == {SYSTEM: 1}
     assert gate.offer(2, [], now=0.1) is None
     gate.started(1, now=0.2)
-    assert gate.offer(2, [], now=0.2) == 0
+    assert gate.offer(2, [], now=0.2) == Marks(0, False)
     assert gate.jobs[2] == ()  # it reads the system prompt's entry, writes none of it
 
 
 def test_r23_wait_holds_a_job_whose_view_prefix_is_being_written_until_that_response_starts():
     gate = written_system(PrefixGate("wait"))
     chain = prefix_chain(lines(10))
-    assert gate.offer(1, chain, now=1.0) == 2
-    assert gate.writing == {chain[-1].digest: 1}
-    assert gate.offer(2, prefix_chain(lines(11)), now=1.1) is None  # same last whole block
-    assert gate.blocked_by(prefix_chain(lines(11))) == 1
+    assert gate.offer(1, chain, now=1.0) == Marks(2, True)
+    assert gate.writing == {chain[1].digest: 1, chain[2].digest: 1}
+    other = prefix_chain(lines(11))
+    assert gate.offer(2, other, now=1.1) is None  # same last whole block
+    assert gate.blocked_by(other) == 1
     gate.started(1, now=1.2)
-    assert gate.offer(2, prefix_chain(lines(11)), now=1.2) == 2
-    assert gate.jobs[2] == () and gate.holds == 1
+    assert gate.offer(2, other, now=1.2) == Marks(2, True)
+    assert gate.jobs[2] == (other[-1].digest,) and gate.holds == 1  # reads block 2, writes its own closing
+
+
+def test_r23_a_second_call_on_the_same_context_waits_for_the_closing_prefix_or_drops_its_mark():
+    for policy, second in (("wait", None), ("reread", Marks(2, False)), ("auto", Marks(2, False))):
+        gate = written_system(PrefixGate(policy))
+        gate.offer(1, prefix_chain(lines(8)), now=1.0)
+        gate.started(1, now=1.1)
+        chain = prefix_chain(lines(10))
+        assert gate.offer(2, chain, now=1.2) == Marks(2, True) and gate.jobs[2] == (chain[-1].digest,)
+        assert gate.blocked_by(chain) == 2
+        assert gate.offer(3, chain, now=1.2) == second, policy
+        if second is not None:
+            assert gate.jobs[3] == () and gate.dropped == 1 and gate.moved == 0
+        gate.started(2, now=1.3)
+        gate.ended(3)
+        assert gate.offer(3, chain, now=1.3) == Marks(2, True) and gate.jobs[3] == ()  # reads it whole
 
 
 def test_r23_a_call_that_fails_before_its_response_writes_nothing_and_the_next_one_writes():
@@ -77,7 +106,7 @@ def test_r23_a_call_that_fails_before_its_response_writes_nothing_and_the_next_o
     gate.offer(1, chain, now=1.0)
     gate.ended(1)
     assert gate.writing == {} and chain[-1].digest not in gate.written
-    assert gate.offer(2, chain, now=1.1) == 2
+    assert gate.offer(2, chain, now=1.1) == Marks(2, False)
     assert gate.writing == {chain[-1].digest: 2}
 
 
@@ -87,14 +116,17 @@ def test_r23_reread_moves_the_view_mark_back_to_the_newest_prefix_already_writte
     gate.started(1, now=1.1)
     gate.ended(1)
     gate.offer(2, prefix_chain(lines(20)), now=1.2)  # writing block 5
-    assert gate.offer(3, prefix_chain(lines(21)), now=1.3) == 3
-    assert gate.jobs[3] == () and gate.moved == 1 and gate.holds == 0
+    chain = prefix_chain(lines(21))
+    assert gate.offer(3, chain, now=1.3) == Marks(3, True)  # its closing prefix is its own to write
+    assert gate.jobs[3] == (chain[-1].digest,) and gate.moved == 1 and gate.holds == 0
 
 
 def test_r23_reread_with_no_block_written_sends_no_view_mark():
     gate = written_system(PrefixGate("reread"))
     gate.offer(1, prefix_chain(lines(8)), now=1.0)
-    assert gate.offer(2, prefix_chain(lines(8)), now=1.0) == 0
+    assert gate.offer(2, prefix_chain(lines(8)), now=1.0) == Marks(0, False)
+    gate.offer(3, prefix_chain(lines(9)), now=1.0)
+    assert gate.offer(4, prefix_chain(lines(9)), now=1.0) == Marks(0, False) and gate.jobs[4] == ()
 
 
 def test_r23_auto_waits_for_a_large_new_prefix_and_rereads_a_small_one():
@@ -103,22 +135,23 @@ def test_r23_auto_waits_for_a_large_new_prefix_and_rereads_a_small_one():
     gate.offer(1, chain[:9], now=1.0)
     gate.started(1, now=1.1)
     gate.offer(2, chain[:10], now=1.2)  # one block past what is written: small
-    assert gate.offer(3, chain[:10], now=1.2) == 9
+    assert gate.offer(3, chain[:10], now=1.2) == Marks(9, False)
     gate.offer(4, chain, now=1.3)  # a whole new stretch: large
     assert chain[-1].size - chain[8].size >= 600
     # first bytes take 0.1 s (job 1): job 4's response is due at 1.4
-    assert gate.offer(5, chain, now=1.3) == 9  # due in 0.1 s, past a quarter latency: reread
+    assert gate.offer(5, chain, now=1.3) == Marks(9, False)  # due in 0.1 s, past a quarter latency: reread
     gate.ended(5)
     assert gate.offer(6, chain, now=1.38) is None  # due in 0.02 s: worth the wait
     gate.started(4, now=1.4)
-    assert gate.offer(6, chain, now=1.4) == 20 and gate.jobs[6] == ()
+    assert gate.offer(6, chain, now=1.4) == Marks(20, False) and gate.jobs[6] == ()
 
 
-def test_r23_off_always_marks_the_last_whole_block():
+def test_r23_off_always_marks_the_last_whole_block_and_the_closing_block():
     gate = PrefixGate("off")
     chain = prefix_chain(lines(9))
-    assert gate.offer(1, chain, now=0.0) == 2
-    assert gate.offer(2, chain, now=0.0) == 2
+    assert gate.offer(1, chain, now=0.0) == Marks(2, True)
+    assert gate.offer(2, chain, now=0.0) == Marks(2, True)
+    assert gate.offer(3, prefix_chain(lines(8)), now=0.0) == Marks(2, False)
 
 
 def test_r23_a_written_prefix_unused_for_five_minutes_is_gone():
@@ -127,11 +160,11 @@ def test_r23_a_written_prefix_unused_for_five_minutes_is_gone():
     gate.offer(1, chain, now=1.0)
     gate.started(1, now=1.0)
     gate.ended(1)
-    assert gate.offer(2, chain, now=200.0) == 2 and gate.jobs[2] == ()  # read, and kept alive
+    assert gate.offer(2, chain, now=200.0) == Marks(2, False) and gate.jobs[2] == ()  # read, and kept alive
     gate.ended(2)
-    assert gate.offer(3, chain, now=499.0) == 2 and gate.jobs[3] == ()
+    assert gate.offer(3, chain, now=499.0) == Marks(2, False) and gate.jobs[3] == ()
     gate.ended(3)
-    assert gate.offer(4, chain, now=800.0) == 2
+    assert gate.offer(4, chain, now=800.0) == Marks(2, False)
     assert set(gate.jobs[4]) == {SYSTEM, chain[-1].digest}  # both expired: written again
 
 
@@ -153,7 +186,7 @@ def written_system(gate: PrefixGate) -> PrefixGate:
 
 # -- the law, over random runs ----------------------------------------------------------------
 
-CONTEXTS = [lines(n, tag) for n in (0, 3, 4, 7, 8, 9, 12, 16, 17, 24) for tag in ("", "'")]
+CONTEXTS = [lines(n, tag) for n in (0, 3, 4, 7, 8, 9, 10, 12, 16, 17, 24) for tag in ("", "'")]
 OPS = st.lists(
     st.tuples(st.sampled_from(["offer", "start", "end", "tick"]), st.integers(0, len(CONTEXTS) - 1),
               st.integers(0, 7)),
@@ -176,25 +209,37 @@ def run_world(policy: str, ops, large: int = 300):
     def offer(key: int, chain) -> None:
         nonlocal duplicate
         blocker = gate.blocked_by(chain)
-        mark = gate.offer(key, chain, now)
+        marks = gate.offer(key, chain, now)
         live = {prefix for prefix, used in written.items() if now - used < 300.0}
-        if mark is None:
+        if marks is None:
             assert policy != "off"
             # held only while a call in flight writes what this one would write
             assert blocker is not None and blocker in running and not running[blocker]["started"]
             held[key] = chain
             return
         held.pop(key, None)
-        whole = len(chain)
+        blocks = [prefix for prefix in chain if not prefix.closing]
+        closing = chain[-1] if chain and chain[-1].closing else None
+        whole, (view, close) = len(blocks), marks
         if policy == "wait" or policy == "off":
-            assert mark == whole
-        assert 0 <= mark <= whole
-        if 0 < mark < whole:
-            assert chain[mark - 1].digest in live  # moved back onto a written prefix only
+            assert view == whole and close == (closing is not None)
+        assert 0 <= view <= whole and (closing is not None or not close)
+
+        def written_by_another(prefix) -> bool:
+            return any(not other["started"] and prefix.digest in other["writes"] for other in running.values())
+
+        if 0 < view < whole:
+            assert blocks[view - 1].digest in live  # moved back onto a written prefix only
+        if view < whole:
+            assert written_by_another(blocks[-1])  # and only while another call writes the last whole block
+        if closing is not None and not close:
+            assert written_by_another(closing)  # the closing mark is dropped only then
         writes = {SYSTEM} - live
-        if mark and chain[mark - 1].digest not in live:
-            writes.add(chain[mark - 1].digest)
-        for prefix in (SYSTEM, *(block.digest for block in chain[:mark])):
+        if view and blocks[view - 1].digest not in live:
+            writes.add(blocks[view - 1].digest)
+        if close and closing.digest not in live:
+            writes.add(closing.digest)
+        for prefix in (SYSTEM, *(block.digest for block in blocks[:view]), *([closing.digest] if close else [])):
             if prefix in live:
                 written[prefix] = now
         for other in running.values():
@@ -243,24 +288,30 @@ def test_r23_without_the_gate_two_calls_do_write_one_prefix():
     ops = [("offer", 8, 0), ("offer", 10, 0)]  # 8 and 9 lines: the same two whole blocks
     assert run_world("off", [("offer", 0, 0), ("start", 0, 0)] + ops)
     assert not run_world("wait", [("offer", 0, 0), ("start", 0, 0)] + ops)
+    same = [("offer", 0, 0), ("start", 0, 0), ("offer", 8, 0), ("start", 1, 1), ("offer", 12, 0), ("offer", 12, 0)]
+    assert run_world("off", same)  # 10 lines twice, block 2 written: the same closing prefix
+    assert not run_world("reread", same)
 
 
 # -- the view mark in the request, and the "response started" hook ---------------------------
 
 
-def job(mark: int = -1, context: int = 10) -> CompactionJob:
-    return CompactionJob(0, context, tuple(lines(context)), ("note: " + "x" * 600,), mark=mark)
+def job(mark: int = -1, context: int = 10, closing: bool = True) -> CompactionJob:
+    return CompactionJob(0, context, tuple(lines(context)), ("note: " + "x" * 600,), mark=mark, closing=closing)
 
 
 def marked(request: Request) -> list[int]:
     return [k for k, block in enumerate(request.messages[0].content) if block.cache]
 
 
-def test_r23_the_view_mark_sits_after_the_block_the_gate_chose():
-    assert marked(Compaction(job(), PROMPT, model="m").request()) == [1, 3]
-    assert marked(Compaction(job(2), PROMPT, model="m").request()) == [1, 3]
-    assert marked(Compaction(job(1), PROMPT, model="m").request()) == [0, 3]
-    assert marked(Compaction(job(0), PROMPT, model="m").request()) == [3]
+def test_r23_the_view_mark_sits_after_the_block_the_gate_chose_and_the_closing_mark_as_it_chose():
+    assert marked(Compaction(job(), PROMPT, model="m").request()) == [1, 2, 3]
+    assert marked(Compaction(job(2), PROMPT, model="m").request()) == [1, 2, 3]
+    assert marked(Compaction(job(1), PROMPT, model="m").request()) == [0, 2, 3]
+    assert marked(Compaction(job(0), PROMPT, model="m").request()) == [2, 3]
+    assert marked(Compaction(job(2, closing=False), PROMPT, model="m").request()) == [1, 3]
+    assert marked(Compaction(job(0, closing=False), PROMPT, model="m").request()) == [3]
+    assert marked(Compaction(job(context=8), PROMPT, model="m").request()) == [1, 3]  # `</chat>` alone: no mark
     joined = "".join(b.text for b in Compaction(job(0), PROMPT, model="m").request().messages[0].content
                      if isinstance(b, TextBlock))
     assert joined.startswith("<chat>\n" + "".join(line + "\n" for line in lines(10)) + "</chat>")

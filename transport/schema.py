@@ -418,22 +418,25 @@ class MessageLogged(Message):
 class BuildJob(Message):
     """Planner -> compactor (tell): build node (l, i) from `input` with `context` before it.
     `mark`: whole context blocks before the view's cache mark, set by R23's prefix gate
-    (-1: the last whole block, R23's default)."""
+    (-1: the last whole block, R23's default). `closing`: the context's closing block
+    carries a cache mark when it holds lines (our fourth mark; False: the gate dropped it)."""
     l: int   # noqa: E741 (SPEC's name for a level)
     i: int
     context: list[str]
     input: list[str]
     attempt: int
     mark: int = -1
+    closing: bool = True
 
     def to_wire(self) -> list:
-        return [self.l, self.i, self.context, self.input, self.attempt, self.mark]
+        return [self.l, self.i, self.context, self.input, self.attempt, self.mark, self.closing]
 
     @classmethod
     def from_wire(cls, obj: Any) -> BuildJob:
-        l, i, context, input_, attempt, mark = fields(obj, 6, cls)  # noqa: E741
+        l, i, context, input_, attempt, mark, closing = fields(obj, 7, cls)  # noqa: E741
         return cls(int_(l, "BuildJob.l"), int_(i, "BuildJob.i"), strs(context, "BuildJob.context"),
-                   strs(input_, "BuildJob.input"), int_(attempt, "BuildJob.attempt"), int_(mark, "BuildJob.mark"))
+                   strs(input_, "BuildJob.input"), int_(attempt, "BuildJob.attempt"), int_(mark, "BuildJob.mark"),
+                   bool_(closing, "BuildJob.closing"))
 
 
 @_message(BLOCK)
