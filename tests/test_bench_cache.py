@@ -163,6 +163,26 @@ def test_r23_every_token_the_perfect_cache_read_and_ours_did_not_has_one_named_c
         assert shapes[e.id].closing > e.cache.marks[0]
 
 
+@pytest.fixture(scope="module")
+def chatty(tmp_path_factory):
+    return bench_cache.run("chatty", MESSAGES, seed=7, home=tmp_path_factory.mktemp("cache-bench-chatty"))
+
+
+@pytest.mark.parametrize("workload", ["replay", "chatty"])
+def test_r23_issue_4_turns_and_compactions_read_at_least_099_of_the_perfect_caches_share(workload, request):
+    """Issue 4's target on a small run of both workloads (measured 0.999+ for compactions
+    with the closing mark at 60 messages; 0.993 / 0.995 without it, 0.989 at 200)."""
+    run = request.getfixturevalue(workload)
+    assert run.failed_turns == [] and run.rule.notes.placeholders == []
+    rows = {row["kind"]: row for row in bench_cache.figures(run)}
+    assert rows["compactions"]["requests"] >= 50
+    for row in rows.values():
+        assert row["ratio"] >= bench_cache.TARGET, row
+    for e in run.exchanges:  # R23's one writer per new prefix: the gate knows the closing prefix too
+        if run.kind_of(e) == "compaction":
+            assert all(run.kind_of(run.by_id[other]) != "compaction" for other in e.cache.duplicate_of), e.id
+
+
 def test_r23_later_turns_read_the_earlier_turns_prefix(replay):
     turns = [e for e in replay.exchanges if replay.kind_of(e) == "turn"]
     system_only = min(e.cache.cache_read for e in turns[1:])
@@ -193,18 +213,36 @@ def test_the_rule_noted_every_view_line_a_turn_carried(replay):
     assert turn_tag(replay.rule.notes.turns[turn.id]) in turn.body["messages"][0]["content"][-1]["text"]
 
 
-def test_the_closing_mark_what_if_marks_each_compactions_closing_block_and_is_put_back(tmp_path):
-    from everchat.actors.compaction import Compaction
+def closing_block(body: dict) -> dict:
+    """The first message's block that closes the view (its last 0-3 lines and `</chat>`)."""
+    return next(b for b in body["messages"][0]["content"] if b.get("text", "").endswith("</chat>"))
 
-    plain = Compaction.__init__
-    with bench_cache.closing_mark():
-        assert Compaction.__init__ is not plain
-        what_if = bench_cache.run("chatty", 40, seed=3, home=tmp_path)
-    assert Compaction.__init__ is plain
-    compactions = [e for e in what_if.exchanges if what_if.kind_of(e) == "compaction"]
-    assert compactions
-    for e in compactions:  # system, last whole block (when there is one), closing block, end: at most 4
-        shape = what_if.rule.notes.shapes[e.id]
-        assert shape.closing in e.cache.marks and len(e.cache.marks) <= 4
-    assert all(row["cause"] != "view_closing_block" for row in bench_cache.causes(what_if)
-               if row["kind"] == "compactions")
+
+def holds_lines(block: dict) -> bool:
+    return bool(block["text"].removeprefix("<chat>\n").removesuffix("</chat>"))
+
+
+def test_r23_every_request_carries_at_most_four_marks_and_none_for_an_hour(replay):
+    for e in replay.exchanges:
+        body = json.dumps(e.body)
+        assert body.count("cache_control") == len(e.cache.marks) <= 4
+        assert '"ttl"' not in body
+
+
+def test_r23_compactions_mark_their_closing_block_when_it_holds_lines(replay):
+    """Our fourth mark, beyond R23's three: the closing block of a compaction's context,
+    unless the prefix gate dropped it because another call marked that very prefix."""
+    shapes = replay.rule.notes.shapes
+    compactions = [e for e in replay.exchanges if replay.kind_of(e) == "compaction"]
+    with_lines = [e for e in compactions if holds_lines(closing_block(e.body))]
+    assert len(with_lines) >= 10
+    marked = [e for e in with_lines if shapes[e.id].closing in e.cache.marks]
+    assert len(marked) > len(with_lines) // 2
+    prefixes = {shapes[e.id].digests[shapes[e.id].closing] for e in marked}
+    for e in with_lines:  # a dropped mark: another call marked (and wrote) the same prefix
+        assert shapes[e.id].digests[shapes[e.id].closing] in prefixes
+    for e in compactions:
+        if not holds_lines(closing_block(e.body)):  # `</chat>` alone: not worth a mark
+            assert shapes[e.id].closing not in e.cache.marks
+    turns = [e for e in replay.exchanges if replay.kind_of(e) == "turn"]
+    assert all(shapes[e.id].closing not in e.cache.marks for e in turns)  # turns keep R23's marks
