@@ -12,6 +12,9 @@ The summarizer is made in the worker's own thread (and process), from the chat's
 settings: `"configured"` builds `compaction.Summarizer` over the configured
 compaction model (R33; the offline demo when no key is set); `"scripted"` is
 `scripted_summary`, a deterministic stand-in the placement tests use.
+
+Each call's token usage, and each failed build, is told to the log writer
+(`RecordUsage`, role "compactions"), which keeps them in usage.json (actors/usage.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import threading
 from collections.abc import Callable
 
 from everchat.actors.memory import LINE_LIMIT, cut_utf8
-from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, Refused, schema
+from everchat.actors.models import Connection
+from everchat.actors.usage import metered, report
+from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, Refused, TransportError, schema
 
 __all__ = ["CompactorWorker", "configured_summarizer", "scripted_summary", "Summarizer"]
 
@@ -33,8 +38,9 @@ Summarizer = Callable[[schema.BuildJob], str]
 _PULL_SECONDS = 30.0
 
 
-def configured_summarizer() -> Summarizer:
-    """The compaction model of the settings (R33), with the chat's one prompt (R26)."""
+def configured_summarizer(on_usage: Callable | None = None) -> Summarizer:
+    """The compaction model of the settings (R33), with the chat's one prompt (R26);
+    `on_usage(usage)` runs for each call's `models.Usage`."""
     from everchat.actors.compaction import Summarizer as ModelSummarizer
     from everchat.actors.config import load
     from everchat.actors.prompt import Prompt
@@ -42,7 +48,25 @@ def configured_summarizer() -> Summarizer:
     settings = load()
     prompt = Prompt.make(settings.instructions())
     model = settings.compaction
-    return ModelSummarizer(model.connect(), prompt, model=model.model, effort=model.effort)
+    connection = model.connect()
+    if on_usage is not None:
+        connection = _Metered(connection, on_usage)
+    return ModelSummarizer(connection, prompt, model=model.model, effort=model.effort)
+
+
+class _Metered(Connection):
+    """A connection whose calls' `Usage` also goes to `on_usage`."""
+
+    def __init__(self, inner: Connection, on_usage: Callable) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self.on_usage = on_usage
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def stream(self, request):
+        return metered(self.inner.stream(request), self.on_usage)
 
 
 def scripted_summary(job: schema.BuildJob) -> str:
@@ -57,9 +81,11 @@ def scripted_summary(job: schema.BuildJob) -> str:
 class CompactorWorker(Actor):
     """One compaction at a time; the handlers run in the worker's own thread."""
 
-    def __init__(self, planner: str = "planner", summarizer: Summarizer | str = "configured") -> None:
+    def __init__(self, planner: str = "planner", summarizer: Summarizer | str = "configured",
+                 log_writer: str = "log_writer") -> None:
         super().__init__()
         self.planner = planner
+        self.log_writer = log_writer
         self.summarizer = summarizer
         self._backoff = 0.0
         self._quiet = threading.Event()  # set when the worker stops: no more waiting
@@ -71,7 +97,7 @@ class CompactorWorker(Actor):
         if self.summarizer == "scripted":
             self.summarizer = scripted_summary
         elif self.summarizer == "configured":
-            self.summarizer = configured_summarizer()
+            self.summarizer = configured_summarizer(lambda usage: self._record(report("compactions", usage)))
         self.node.tell(self.name, schema.PullWork())
 
     def on_pull_work(self, msg: schema.PullWork, delivery) -> None:
@@ -107,8 +133,17 @@ class CompactorWorker(Actor):
         except Exception as error:  # any failure of the model call is reported, never silent (R30)
             log.warning("%s: building %d+%d failed: %s", self, job.i << job.l, 1 << job.l, error)
             self.node.tell(self.planner, schema.BuildFailed(l=job.l, i=job.i, reason=str(error), worker=self.name))
+            self._record(report("compactions", failures=1))
             return
         self.node.tell(self.planner, schema.Built(l=job.l, i=job.i, text=text, worker=self.name))
+
+    def _record(self, usage: schema.RecordUsage) -> None:
+        """Usage and failures to usage.json, through the log writer (figures only: a
+        report that cannot leave is logged, and the work goes on)."""
+        try:
+            self.node.tell(self.log_writer, usage)
+        except TransportError as error:
+            log.warning("%s: usage not recorded: %s", self, error)
 
     def _started(self, job: schema.BuildJob) -> None:
         """R23: the job's first response started; the planner's prefix gate may now

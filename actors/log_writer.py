@@ -4,21 +4,28 @@ A thin shell around `ChatStore`. Every other actor asks it to append and to read
 appends are idempotent by key, so a retried ask never logs twice. After each
 append's fsync it tells the planner the new messages' lines (a reliable tell: the
 planner must see every message) and publishes one `MessageLogged` event per
-append for whoever else listens.
+append for whoever else listens. It also adds up the model calls' token usage and
+failed compaction calls in usage.json (actors/usage.py), saved at most once a second
+while reports keep coming, and when it stops.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from pathlib import Path
 
 from everchat.actors.drafts import recover_draft, save_draft
 from everchat.actors.store import ChatStore
-from everchat.transport import Actor, schema
+from everchat.actors.usage import ROLES, Tally, UsageTotals, load_usage, save_usage
+from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["LogWriter"]
 
 log = logging.getLogger("everchat.log_writer")
+
+_USAGE_SECONDS = 1.0  # usage.json is replaced at most this often while reports keep coming
 
 
 class LogWriter(Actor):
@@ -29,6 +36,10 @@ class LogWriter(Actor):
         self.path = Path(path)
         self.planner = planner
         self.store: ChatStore | None = None
+        self.usage = None
+        self._usage_dirty = False
+        self._usage_saved = -_USAGE_SECONDS
+        self._usage_timer: threading.Timer | None = None
 
     def on_start(self) -> None:
         """Runs in the actor's thread before any message. Opening fails loudly
@@ -37,11 +48,22 @@ class LogWriter(Actor):
         super().on_start()
         self.store = ChatStore.open(self.path, create=True)
         recover_draft(self.store)  # a reply a crash cut short is logged, marked incomplete (R37)
+        try:
+            self.usage = load_usage(self.path)
+        except ValueError as error:  # figures only: the chat opens, counting from zero
+            log.error("%s: %s; usage is counted from zero and the file replaced", self, error)
+            self.usage = UsageTotals()
 
     def on_stop(self) -> None:
-        """Runs in the actor's thread after the last message: releases the lock."""
+        """Runs in the actor's thread after the last message: saves the usage it held
+        back, then releases the lock."""
+        if self._usage_timer is not None:
+            self._usage_timer.cancel()
         if self.store is not None:
-            self.store.close()
+            try:
+                self._save_usage()
+            finally:
+                self.store.close()
         super().on_stop()
 
     # -- appends -------------------------------------------------------------------
@@ -106,6 +128,46 @@ class LogWriter(Actor):
     def on_save_views(self, msg: schema.SaveViews, delivery) -> schema.Ack:
         self.store.save_views(msg.view, msg.cview)
         return schema.Ack()
+
+    # -- usage (actors/usage.py) ----------------------------------------------------------
+
+    def on_record_usage(self, msg: schema.RecordUsage, delivery) -> None:
+        """Add one report to the totals; a report that is not one is logged and dropped."""
+        if msg.role not in ROLES:
+            log.warning("%s: usage for an unknown role %r from %s, dropped", self, msg.role, delivery.sender)
+            return
+        try:
+            tally = Tally.from_dict({name: getattr(msg, name) for name in Tally().to_dict()}, "RecordUsage")
+        except ValueError as error:
+            log.warning("%s: a bad usage report from %s, dropped: %s", self, delivery.sender, error)
+            return
+        self.usage.role(msg.role).add(tally)
+        self._usage_dirty = True
+        wait = self._usage_saved + _USAGE_SECONDS - time.monotonic()
+        if wait <= 0:
+            self._save_usage()
+        elif self._usage_timer is None:
+            self._usage_timer = threading.Timer(wait, self._tick)
+            self._usage_timer.daemon = True
+            self._usage_timer.start()
+
+    def _tick(self) -> None:
+        """Runs in the timer's thread."""
+        try:
+            self.node.tell(self.name, schema.Tick())
+        except TransportError as error:  # stopping: on_stop saves what is left
+            log.info("%s: no tick for usage.json (%s)", self, error)
+
+    def on_tick(self, msg: schema.Tick, delivery) -> None:
+        """The usage it held back is due."""
+        self._usage_timer = None
+        self._save_usage()
+
+    def _save_usage(self) -> None:
+        if self._usage_dirty:
+            save_usage(self.path, self.usage)
+            self._usage_dirty = False
+            self._usage_saved = time.monotonic()
 
     # -- the turn runner's drafts and the front ends' images (R9, R37) -------------------
 

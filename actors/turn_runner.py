@@ -27,6 +27,7 @@ from everchat.actors.models import ImageBlock, ModelError, Request
 from everchat.actors.prompt import Prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns import Input, TurnRunner
+from everchat.actors.usage import metered, report
 from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["TurnRunnerActor", "AskReader", "SETTINGS_ENV", "settings_flags", "configured_settings"]
@@ -259,7 +260,15 @@ class _ShellIO:
         self.node.ask(self.actor.log_writer, schema.SaveDraft(key=key, text=text, meta=meta), timeout=_ASK_SECONDS)
 
     def stream(self, request: Request) -> Iterator:
-        return _interruptible(lambda: self.actor._connection().stream(request), self.actor._halt)
+        """The call's events; its `Usage` goes to the log writer's usage.json as it passes."""
+        events = _interruptible(lambda: self.actor._connection().stream(request), self.actor._halt)
+        return metered(events, self._record_usage)
+
+    def _record_usage(self, usage) -> None:
+        try:
+            self.node.tell(self.actor.log_writer, report("turns", usage))
+        except TransportError as error:  # figures only: the turn goes on
+            log.warning("%s: usage not recorded: %s", self.actor, error)
 
     def tool(self, name: str, arguments: dict) -> ToolOutcome:
         handler = self.actor._handlers.get(name)

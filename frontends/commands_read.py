@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_OK, UsageError, open_reader, parse_id
+from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, open_reader, parse_id
 
 __all__ = ["run", "parse_zoom", "folder_status", "live_status"]
 
@@ -89,7 +89,24 @@ def folder_status(chat, path: Path) -> dict:
         "pending": core["unbuilt_lines"] + core["ready_merges"],
         "pending_lines": core["unbuilt_lines"],
         "pending_merges": core["ready_merges"],
+        **_usage(path),
     }
+
+
+def _usage(path: Path) -> dict:
+    """`failures` (failed compaction calls, R30) and `usage` (tokens of every run: input,
+    output, cache reads and writes, calls; with the turns' and compactions' shares), as
+    the chat's log writer saved them in usage.json (actors/usage.py)."""
+    from everchat.actors.usage import load_usage
+
+    try:
+        totals = load_usage(path)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    whole = totals.total().to_dict()
+    failures = whole.pop("failures")
+    usage = {**whole, **{role: totals.role(role).to_dict() for role in ("turns", "compactions")}}
+    return {"failures": failures, "usage": usage}
 
 
 def live_status(chat: Path, timeout: float = 3.0) -> dict:
@@ -162,8 +179,7 @@ def run(command: str, args: argparse.Namespace) -> int:
             elif command == "status":
                 figures = folder_status(chat, args.data_dir)
                 live = live_status(args.data_dir)
-                # Token usage lives in the running chat only (this run's, cache reads included).
-                figures["usage"] = live.pop("usage", None)
+                # A running chat's turn runner adds its model and this run's usage under `live`.
                 figures["model"] = live.pop("model", None)
                 figures["live"] = live
                 print(json.dumps(figures, indent=2))

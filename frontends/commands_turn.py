@@ -164,6 +164,7 @@ def ask(args: argparse.Namespace) -> int:
             try:
                 session.compact()
             except TimeoutError as error:
+                _drain_notices(session, err)
                 raise CommandError(f"the reply is logged, but its summaries are not all built: {error}") from None
         _drain_notices(session, err)
     if reason != "done":
@@ -188,6 +189,7 @@ def compact(args: argparse.Namespace) -> int:
         try:
             session.compact(timeout=args.timeout)
         except TimeoutError as error:
+            _drain_notices(session, sys.stderr)  # R30: the failures that held it up are said
             raise CommandError(f"not every summary is built: {error}") from None
         status = session.status()
         _drain_notices(session, sys.stderr)

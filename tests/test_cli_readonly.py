@@ -76,7 +76,9 @@ def test_r5_read_only_commands_work_while_the_chat_is_open_and_change_no_byte(se
     figures = json.loads(status.stdout)
     assert (figures["messages"], figures["pending"]) == (40, 0)
     assert figures["live"]["running"] is True and figures["live"]["pending"] == 0  # asked the served chat
-    assert figures["model"] == "demo" and set(figures["usage"]) >= {"input", "output", "cache_read"}
+    assert figures["model"] == "demo" and set(figures["usage"]) >= {"input", "output", "cache_read", "cache_write"}
+    assert figures["usage"]["compactions"]["calls"] > 0  # the compact run's calls, saved in usage.json
+    assert set(figures["live"]["usage"]) >= {"input", "cache_read"}  # this run's, from the turn runner
     zoom = everchat("zoom", "8+8", "--data-dir", str(chat))
     assert zoom.returncode == 0 and zoom.stdout.startswith("8+4|")
     whole = everchat("zoom", "39", "--data-dir", str(chat))
@@ -134,5 +136,6 @@ def test_status_of_a_chat_that_is_not_running_has_no_live_figures(chat, capsys):
          "placement": "single", "transport": "ipc"}))  # left behind by a chat that died
     assert main(["status", "--data-dir", str(chat)]) == 0
     figures = json.loads(capsys.readouterr().out)
-    assert figures["live"] == {"running": False} and figures["usage"] is None
+    assert figures["live"] == {"running": False}
+    assert figures["usage"]["calls"] == 0 and figures["failures"] == 0  # usage.json: nothing used yet
     assert figures["messages"] == 40

@@ -51,7 +51,7 @@ __all__ = [
     "UserInput", "InputLogged", "StopTurn", "TurnStatus", "TurnState", "AwaitSubscriber", "SaveDraft", "PutAsset",
     "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
     "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
-    "Notice", "ResponseStarted", "WaitBacklog",
+    "Notice", "ResponseStarted", "WaitBacklog", "RecordUsage",
 ]
 
 BLOCK = "block"
@@ -772,7 +772,8 @@ class PullWork(Message):
 @_message(DROP)
 @dataclass(frozen=True, slots=True)
 class Tick(Message):
-    """The planner's clock (once a second): expire waits, retry failures (R30)."""
+    """The planner's clock (once a second): expire waits, retry failures (R30). The log
+    writer tells itself one to save usage.json it held back (actors/usage.py)."""
 
     def to_wire(self) -> list:
         return []
@@ -939,6 +940,32 @@ class SaveDraft(Message):
     def from_wire(cls, obj: Any) -> SaveDraft:
         key, text, meta = fields(obj, 3, cls)
         return cls(opt_str(key, "SaveDraft.key"), str_(text, "SaveDraft.text"), opt_dict(meta, "SaveDraft.meta"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class RecordUsage(Message):
+    """Turn runner or compactor -> log writer (tell): what model calls used, to be added to
+    the chat's usage.json (actors/usage.py). `role` is "turns" or "compactions"; `calls`
+    answered calls, `failures` failed ones (R30: a failed compaction call is never silent)."""
+    role: str
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+    calls: int
+    failures: int
+
+    def to_wire(self) -> list:
+        return [self.role, self.input, self.output, self.cache_read, self.cache_write, self.calls, self.failures]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> RecordUsage:
+        role, input_, output, cache_read, cache_write, calls, failures = fields(obj, 7, cls)
+        return cls(str_(role, "RecordUsage.role"), int_(input_, "RecordUsage.input"),
+                   int_(output, "RecordUsage.output"), int_(cache_read, "RecordUsage.cache_read"),
+                   int_(cache_write, "RecordUsage.cache_write"), int_(calls, "RecordUsage.calls"),
+                   int_(failures, "RecordUsage.failures"))
 
 
 @_message(BLOCK)
