@@ -22,6 +22,7 @@ __all__ = [
     "open_reader",
     "open_writer",
     "parse_id",
+    "check_text",
 ]
 
 EXIT_OK = 0
@@ -62,6 +63,22 @@ def parse_id(text: str, what: str = "ID") -> int:
     if value < 0:
         raise UsageError(f"{what} is a message id (0 or more), not {value}")
     return value
+
+
+def check_text(text: str, what: str) -> str:
+    """A text from the command line, checked before any folder is touched: UTF-8 (a byte
+    that is not arrives from the shell as a lone surrogate) and at most the store's 8 MB
+    for one message (R8 then splits it into messages of 16,000 bytes)."""
+    from everchat.actors.store import MAX_TEXT_BYTES
+
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise UsageError(f"{what} is not UTF-8 text (character {error.start}); nothing was logged") from None
+    if size > MAX_TEXT_BYTES:
+        raise UsageError(f"{what} is {size:,} bytes; one message is at most {MAX_TEXT_BYTES:,} bytes "
+                         "(for more, `everchat import FILE`); nothing was logged")
+    return text
 
 
 def _store_error(error: Exception, path: Path) -> CommandError:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
-                                         load_settings, open_reader)
+                                         check_text, load_settings, open_reader)
 
 __all__ = ["run", "check_images"]
 
@@ -147,6 +147,7 @@ def _drain_notices(session, err) -> None:
 def ask(args: argparse.Namespace) -> int:
     if not args.message.strip():
         raise UsageError("ask needs a message")
+    check_text(args.message, "the message")
     images = check_images(list(args.image))
     out, err = sys.stdout, sys.stderr
     with _session(args) as session:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from everchat.frontends.commands import EXIT_OK, UsageError, open_writer
+from everchat.frontends.commands import EXIT_OK, UsageError, check_text, open_writer
 
 __all__ = ["note", "describe_ids"]
 
@@ -22,9 +22,13 @@ def describe_ids(ids: list[int]) -> str:
 def note(args: argparse.Namespace) -> int:
     from everchat.actors.store import BadInput
 
-    text = sys.stdin.read() if args.text == "-" else args.text
+    try:
+        text = sys.stdin.read() if args.text == "-" else args.text
+    except UnicodeDecodeError as error:
+        raise UsageError(f"the note on stdin is not UTF-8 text (byte {error.start}); nothing was logged") from None
     if not text.strip():
         raise UsageError("a note needs some text")
+    check_text(text, "the note")  # before the folder is touched: a refused note makes no chat
     with open_writer(args.data_dir) as chat:
         try:
             ids, _ = chat.add("note", text)

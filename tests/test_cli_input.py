@@ -1,0 +1,34 @@
+"""Bad input on the command line gets a clear error (status 2) and changes nothing: not
+even a new chat folder is made for a note or a message that is refused."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+from everchat.actors.store import MAX_TEXT_BYTES
+from everchat.frontends.cli import main
+
+
+def test_a_note_over_8_mb_is_refused_before_a_chat_is_made(tmp_path, monkeypatch, capsys):
+    chat = tmp_path / "chat"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y" * (MAX_TEXT_BYTES + 1)))
+    assert main(["note", "-", "--data-dir", str(chat)]) == 2
+    assert capsys.readouterr().err == (
+        "everchat: the note is 8,388,609 bytes; one message is at most 8,388,608 bytes "
+        "(for more, `everchat import FILE`); nothing was logged\n")
+    assert not chat.exists()
+
+
+def test_a_note_or_message_that_is_not_utf8_is_refused_before_a_chat_is_made(tmp_path):
+    """A byte that is not UTF-8 reaches Python's argv as a lone surrogate."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
+    chat = tmp_path / "chat"
+    for command, what in (("note", "the note"), ("ask", "the message")):
+        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--demo", "--data-dir", str(chat),
+                               command, b"bad \xff byte"], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2
+        assert done.stderr == f"everchat: {what} is not UTF-8 text (character 4); nothing was logged\n"
+        assert not chat.exists()
