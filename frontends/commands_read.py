@@ -34,7 +34,11 @@ def parse_zoom(id_text: str, n_text: str | None, page_text: str) -> tuple[int | 
     else:
         first = parse_id(id_text)
         count = 1 if n_text is None else _whole(n_text, "N")
-    return first, count, _whole(page_text, "--page")
+    page = _whole(page_text, "--page")
+    if count > 1 and page != 1:
+        raise UsageError(f"--page pages a whole message (N = 1); zoom {first}+{count} shows two lines "
+                         "and has no pages")
+    return first, count, page
 
 
 def _whole(text: str, what: str) -> int:

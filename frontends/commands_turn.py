@@ -67,7 +67,7 @@ def _session(args: argparse.Namespace) -> Iterator:
         raise CommandError(f"cannot open the chat in {settings.chat_dir}: {_words(error)}") from None
     try:
         yield session
-    except CommandError:
+    except (CommandError, BrokenPipeError):  # the reader left (`everchat ask … | head`): the CLI's to handle
         raise
     except Exception as error:  # a lost actor, a timed-out ask: one line, not a traceback
         raise CommandError(f"the chat in {settings.chat_dir} failed: {_words(error)}") from error

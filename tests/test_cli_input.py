@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from everchat.actors.store import MAX_TEXT_BYTES
+from everchat.actors.store import MAX_TEXT_BYTES, ChatStore
 from everchat.frontends.cli import main
 
 
@@ -32,3 +32,18 @@ def test_a_note_or_message_that_is_not_utf8_is_refused_before_a_chat_is_made(tmp
         assert done.returncode == 2
         assert done.stderr == f"everchat: {what} is not UTF-8 text (character 4); nothing was logged\n"
         assert not chat.exists()
+
+
+def test_ask_whose_reader_leaves_early_exits_quietly_with_the_reply_logged(tmp_path):
+    """`everchat ask … | head -c 20`: the closed pipe is the reader's choice, not a failure."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
+    chat = tmp_path / "chat"
+    child = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--demo", "--data-dir", str(chat),
+                              "ask", "Remember amber-42."], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    child.stdout.close()  # the reader is gone before the first byte
+    err = child.stderr.read()
+    assert child.wait(timeout=60) == 0 and err == ""
+    child.stderr.close()
+    with ChatStore.open(chat, writer=False) as store:  # the turn is logged whole
+        assert [store.message(i).kind for i in range(store.message_count)] == ["user", "everchat"]

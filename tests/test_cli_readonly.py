@@ -96,6 +96,8 @@ def test_r5_read_only_commands_work_while_the_chat_is_open_and_change_no_byte(se
     (["zoom", "32+16"], "No line 32+16."),
     (["zoom", "40"], "No line 40+1."),
     (["zoom", "0", "1", "--page", "2"], "Message 0 has 1 page, not page 2."),
+    (["zoom", "0", "2", "--page", "2"], "--page pages a whole message (N = 1); zoom 0+2 shows two lines"),
+    (["zoom", "8+8", "--page", "3"], "zoom 8+8 shows two lines and has no pages"),
     (["zoom", "1abc"], "ID is a message id (a whole number), not '1abc'"),
     (["zoom", "Scout"], "No agent named 'Scout'"),
     (["zoom", "Scout", "2"], "names an agent's transcript; it takes no N"),
