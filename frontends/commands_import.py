@@ -13,6 +13,11 @@ key (ChatStore's key horizon), and the run skips straight past the last part it 
 at the end of the log. The same text imported twice is logged once. Parts are group
 committed, about 1 MiB per write and fsync (R4). Their summaries are built when the
 chat next runs, or by `everchat compact`.
+
+Ctrl-C never lands inside a commit (where it could leave the store's state in memory
+half updated before the close writes its index): the first one is noted, the parts in
+hand are committed, and the import stops there with status 130; a second one stops at
+once.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ from __future__ import annotations
 import argparse
 import codecs
 import hashlib
+import signal
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from everchat.frontends.commands import EXIT_OK, UsageError, open_writer
@@ -105,6 +113,27 @@ def _resume_point(store, prefix: str) -> int:
     return -1
 
 
+@contextmanager
+def _ctrl_c_noted() -> Iterator[threading.Event]:
+    """While inside: the first SIGINT sets the event instead of raising KeyboardInterrupt
+    (a second raises it). Outside the main thread nothing changes (no signal there)."""
+    noted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def note(signum, frame) -> None:
+        if noted.is_set():
+            raise KeyboardInterrupt
+        noted.set()
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_import(args: argparse.Namespace) -> int:
     path: Path = args.file
     digest, size = identify(path)
@@ -142,20 +171,24 @@ def run_import(args: argparse.Namespace) -> int:
 
         done = 0
         try:
-            for offset, text in parts_of(path):
-                done = offset + len(text.encode())
-                if offset <= resume:
-                    known += 1
-                else:
-                    batch.append({"kind": "note", "text": text, "key": import_key(digest, offset),
-                                  "meta": {"import": path.name, "offset": offset}})
-                    batch_bytes += done - offset
-                    if batch_bytes >= BATCH_BYTES:
-                        commit()
-                progress.update(done, f"{logged + known + len(batch)} notes")
-            commit()
+            with _ctrl_c_noted() as ctrl_c:
+                for offset, text in parts_of(path):
+                    done = offset + len(text.encode())
+                    if offset <= resume:
+                        known += 1
+                    else:
+                        batch.append({"kind": "note", "text": text, "key": import_key(digest, offset),
+                                      "meta": {"import": path.name, "offset": offset}})
+                        batch_bytes += done - offset
+                        if batch_bytes >= BATCH_BYTES:
+                            commit()
+                    progress.update(done, f"{logged + known + len(batch)} notes")
+                    if ctrl_c.is_set():
+                        commit()  # the parts in hand, then stop
+                        raise KeyboardInterrupt
+                commit()
         except KeyboardInterrupt:
-            # The batch in hand was never written; the next run reads it again.
+            # Anything not committed (after a second Ctrl-C) is read again by the next run.
             progress.finish(done)
             print(f"everchat: import interrupted after {logged + known} notes; run the same command "
                   "again to go on where it stopped", file=sys.stderr)

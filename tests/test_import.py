@@ -193,6 +193,35 @@ def test_ctrl_c_stops_an_import_that_the_same_command_then_finishes(tmp_path, ca
     assert "".join(r.text for r in notes(chat)) == text
 
 
+def test_ctrl_c_is_never_taken_inside_a_commit_the_parts_in_hand_are_committed_first(tmp_path, capsys,
+                                                                                    monkeypatch):
+    """A real SIGINT lands after part 100 (past the first group commit of 64 parts): the
+    import commits parts 65-101 before it stops, and says how many notes it logged."""
+    import os
+
+    from everchat.frontends import commands_import
+
+    chat, source = tmp_path / "chat", tmp_path / "a.txt"
+    text = text_file(source, 3 * BATCH_BYTES)
+    real = commands_import.parts_of
+
+    def ctrl_c_at_part_100(path):
+        for n, part in enumerate(real(path)):
+            if n == 100:
+                os.kill(os.getpid(), signal.SIGINT)
+            yield part
+
+    monkeypatch.setattr(commands_import, "parts_of", ctrl_c_at_part_100)
+    assert main(["import", str(source), "--data-dir", str(chat)]) == 130
+    assert "everchat: import interrupted after 101 notes; run the same command again" in capsys.readouterr().err
+    assert len(notes(chat)) == 101
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    monkeypatch.setattr(commands_import, "parts_of", real)
+    assert main(["import", str(source), "--data-dir", str(chat)]) == 0
+    assert "101 were logged before" in capsys.readouterr().out
+    assert "".join(r.text for r in notes(chat)) == text
+
+
 def test_on_a_terminal_the_progress_bar_redraws_one_line():
     import io
 
