@@ -187,9 +187,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _terminal(args: argparse.Namespace) -> int:
     """`everchat` / `everchat chat`: engineer E's prompt_toolkit front end."""
-    from everchat.frontends.commands import load_settings
+    from everchat.frontends.commands import check_compaction_model, load_settings
 
     settings = load_settings(args)
+    check_compaction_model(settings)
     try:
         from everchat.frontends.terminal import run
     except ImportError as error:

@@ -23,6 +23,7 @@ __all__ = [
     "open_writer",
     "parse_id",
     "check_text",
+    "check_compaction_model",
 ]
 
 EXIT_OK = 0
@@ -52,6 +53,19 @@ def load_settings(args: argparse.Namespace):
         return load(args)
     except ConfigError as error:
         raise UsageError(str(error)) from None
+
+
+def check_compaction_model(settings) -> None:
+    """Before a chat opens: the compaction model can start (its key is set). Its workers
+    would otherwise fail to start and be restarted again and again while every summary,
+    and so `ask` and `compact`, waited for good. (A reply model without its key is the
+    turn's error, told when a message is sent.)"""
+    from everchat.actors.models import ModelError
+
+    try:
+        settings.compaction.connect()
+    except ModelError as error:
+        raise CommandError(f"the compaction model cannot start: {error}") from None
 
 
 def parse_id(text: str, what: str = "ID") -> int:

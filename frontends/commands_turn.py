@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
-                                         check_text, load_settings, open_reader)
+                                         check_compaction_model, check_text, load_settings, open_reader)
 
 __all__ = ["run", "check_images"]
 
@@ -60,6 +60,7 @@ def _session(args: argparse.Namespace) -> Iterator:
     from everchat.actors.session import ChatSession
 
     settings = load_settings(args)
+    check_compaction_model(settings)
     try:
         session = ChatSession.open(settings)
     except Exception as error:  # the edge: a chat that cannot open is one line for the person

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from everchat.actors.store import MAX_TEXT_BYTES, ChatStore
 from everchat.frontends.cli import main
 
@@ -47,3 +49,19 @@ def test_ask_whose_reader_leaves_early_exits_quietly_with_the_reply_logged(tmp_p
     child.stderr.close()
     with ChatStore.open(chat, writer=False) as store:  # the turn is logged whole
         assert [store.message(i).kind for i in range(store.message_count)] == ["user", "everchat"]
+
+
+@pytest.mark.parametrize("command", [["ask", "hello"], ["compact"], ["chat"]])
+def test_a_compaction_model_without_its_key_is_one_clear_line_before_anything_starts(tmp_path, command):
+    """Its workers could not start: `ask` and `compact` waited for summaries for good."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
+    env.update(EVERCHAT_REPLY_PROVIDER="demo", EVERCHAT_COMPACTION_PROVIDER="anthropic")
+    chat = tmp_path / "chat"
+    assert main(["note", "a memory", "--data-dir", str(chat)]) == 0
+    before = sorted(p.name for p in chat.iterdir())
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *command, "--data-dir", str(chat)],
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == ("everchat: the compaction model cannot start: anthropic: ANTHROPIC_API_KEY is not set: "
+                           "export it, or choose another provider (the demo model works offline)\n")
+    assert sorted(p.name for p in chat.iterdir()) == before
