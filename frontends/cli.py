@@ -236,6 +236,9 @@ def _run_actors(args, data_dir: Path) -> int:
     )
     if getattr(args, "demo", False):
         os.environ["EVERCHAT_DEMO"] = "1"  # the actors' own processes read their settings from it
+    from everchat.frontends.commands import check_compaction_model, load_settings
+
+    check_compaction_model(load_settings(args))
     supervisor = Supervisor(data_dir, placement).start()
     print(f"everchat: serving {data_dir} ({placement.mode}, {placement.workers} workers) at {supervisor.node.endpoint}",
           flush=True)

@@ -51,7 +51,7 @@ def test_ask_whose_reader_leaves_early_exits_quietly_with_the_reply_logged(tmp_p
         assert [store.message(i).kind for i in range(store.message_count)] == ["user", "everchat"]
 
 
-@pytest.mark.parametrize("command", [["ask", "hello"], ["compact"], ["chat"]])
+@pytest.mark.parametrize("command", [["ask", "hello"], ["compact"], ["chat"], ["serve"]])
 def test_a_compaction_model_without_its_key_is_one_clear_line_before_anything_starts(tmp_path, command):
     """Its workers could not start: `ask` and `compact` waited for summaries for good."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
