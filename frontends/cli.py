@@ -33,7 +33,7 @@ _COMMANDS = {
     "view": "print the view the next turn starts from (read-only)",
     "zoom": "a line's two halves, or a message whole (read-only, R35)",
     "date": "the date and time of a message (read-only)",
-    "status": "messages, view size, pending summaries, usage, as JSON (read-only)",
+    "status": "messages, view size, pending summaries, failed compactions, token usage, as JSON (read-only)",
     "check": "verify every record of the chat in one pass (read-only)",
     "compact": "build every pending summary, then exit",
     "setup": "choose the models, check them, save config.toml (keys stay in the environment)",
