@@ -119,7 +119,8 @@ def _joined(blocks: Any) -> list[str | ImageBlock]:
     """Text and images in order, each run of adjacent text blocks joined into one string.
 
     The SDK walks every content part against every type its union allows before it sends
-    (about 0.4 ms a part), so a view sent as its R23 blocks of 4 lines cost 25 ms a turn.
+    (about 0.3 ms a part), so a 100 KB view sent as its ~65 R23 blocks of 4 lines cost
+    19 ms a turn (bench_turn p50 30.0 -> 11.1 ms).
     OpenAI sets no cache marks, so the blocks' borders mean nothing here: the model reads
     the same text in the same order, as Chat Completions already joined it.
     """
