@@ -38,14 +38,17 @@ Summarizer = Callable[[schema.BuildJob], str]
 _PULL_SECONDS = 30.0
 
 
-def configured_summarizer(on_usage: Callable | None = None) -> Summarizer:
+def configured_summarizer(on_usage: Callable | None = None, settings=None) -> Summarizer:
     """The compaction model of the settings (R33), with the chat's one prompt (R26);
-    `on_usage(usage)` runs for each call's `models.Usage`."""
+    `on_usage(usage)` runs for each call's `models.Usage`. `settings`: the session's (a
+    worker in its process); None reads the session's from the environment the supervisor
+    gave this process (`SETTINGS_ENV`, so `--demo` and the model flags reach the workers
+    too), else the flag-less load."""
     from everchat.actors.compaction import Summarizer as ModelSummarizer
-    from everchat.actors.config import load
     from everchat.actors.prompt import Prompt
+    from everchat.actors.turn_runner import configured_settings
 
-    settings = load()
+    settings = settings if settings is not None else configured_settings()
     prompt = Prompt.make(settings.instructions())
     model = settings.compaction
     connection = model.connect()
@@ -82,8 +85,9 @@ class CompactorWorker(Actor):
     """One compaction at a time; the handlers run in the worker's own thread."""
 
     def __init__(self, planner: str = "planner", summarizer: Summarizer | str = "configured",
-                 log_writer: str = "log_writer") -> None:
+                 log_writer: str = "log_writer", settings=None) -> None:
         super().__init__()
+        self.settings = settings  # the session's, for the configured summarizer (None: see configured_summarizer)
         self.planner = planner
         self.log_writer = log_writer
         self.summarizer = summarizer
@@ -97,7 +101,8 @@ class CompactorWorker(Actor):
         if self.summarizer == "scripted":
             self.summarizer = scripted_summary
         elif self.summarizer == "configured":
-            self.summarizer = configured_summarizer(lambda usage: self._record(report("compactions", usage)))
+            self.summarizer = configured_summarizer(lambda usage: self._record(report("compactions", usage)),
+                                                    self.settings)
         self.node.tell(self.name, schema.PullWork())
 
     def on_pull_work(self, msg: schema.PullWork, delivery) -> None:

@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=Path, default=None, help="the config folder with the CURVE keys (keys/), for tcp")
     parser.add_argument("--summarizer", default="configured", choices=["configured", "scripted"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.name}[{os.getpid()}] %(levelname)s %(message)s")
+    # Warnings and errors by default: the actors' processes share the person's terminal.
+    level = os.environ.get("EVERCHAT_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(level=getattr(logging, level, logging.WARNING),
+                        format=f"%(asctime)s {args.name}[{os.getpid()}] %(levelname)s %(message)s")
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack, for ops
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -84,7 +84,7 @@ def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "config
     if name == "planner":
         return PlannerActor, (budget,)
     if name.startswith("compactor."):
-        return CompactorWorker, ("planner", summarizer)
+        return CompactorWorker, ("planner", summarizer, "log_writer", settings)
     if name == "turn_runner":
         return TurnRunnerActor, (settings if settings is not None else "configured", tuple(extra_tools))
     raise ValueError(f"no actor is called {name!r}")

@@ -75,6 +75,8 @@ def _common() -> argparse.ArgumentParser:
     # SUPPRESS: a subcommand's default must not erase a flag given before the command.
     common.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
                         help="the chat folder (default $EVERCHAT_HOME/chat, else ~/.everchat/chat)")
+    common.add_argument("--processes", action="store_true", default=argparse.SUPPRESS,
+                        help="every actor in its own OS process (chat, ask, compact, serve)")
     add_arguments(common, suppress=True)
     return common
 
@@ -112,8 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     command("setup")
     serve = command("serve")
-    serve.add_argument("--processes", action="store_true", help="every actor in its own process")
     serve.add_argument("--tcp", action="store_true", help="with --processes: tcp with CURVE keys instead of ipc")
+    serve.add_argument("--listen", default="127.0.0.1", metavar="ADDRESS",
+                       help="with --tcp: the address other hosts dial to reach the actors (default 127.0.0.1)")
     serve.add_argument("--workers", type=int, default=2, help="compactor workers, 1 to 8 (R31)")
     serve.add_argument("--remote", action="append", default=[], metavar="NAME",
                        help="an actor that joins from another host instead of being started here")
@@ -198,7 +201,9 @@ def _terminal(args: argparse.Namespace) -> int:
             raise
         raise CommandError("the terminal chat is not installed in this build; "
                            "use `everchat ask MESSAGE`") from None
-    return run(settings)
+    from everchat.frontends.commands import placement_of
+
+    return run(settings, placement=placement_of(args, settings))
 
 
 def _run_actors(args, data_dir: Path) -> int:
@@ -228,12 +233,16 @@ def _run_actors(args, data_dir: Path) -> int:
 
     if not 1 <= args.workers <= 8:
         raise UsageError(f"--workers is 1 to 8 (R31), not {args.workers}")
-    placement = Placement(
-        mode="processes" if args.processes else "single",
-        transport="tcp" if args.tcp else "ipc",
-        workers=args.workers,
-        remote=tuple(args.remote),
-    )
+    try:
+        placement = Placement(
+            mode="processes" if getattr(args, "processes", False) else "single",
+            transport="tcp" if args.tcp else "ipc",
+            workers=args.workers,
+            remote=tuple(args.remote),
+            listen=args.listen,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     if getattr(args, "demo", False):
         os.environ["EVERCHAT_DEMO"] = "1"  # the actors' own processes read their settings from it
     from everchat.frontends.commands import check_compaction_model, load_settings

@@ -24,6 +24,7 @@ __all__ = [
     "parse_id",
     "check_text",
     "check_compaction_model",
+    "placement_of",
 ]
 
 EXIT_OK = 0
@@ -140,3 +141,12 @@ def open_writer(path: Path) -> Iterator:
             yield chat
         except StoreError as error:
             raise _store_error(error, path) from None
+
+
+def placement_of(args: argparse.Namespace, settings):
+    """`--processes`: every actor in its own process; else None (all in this one)."""
+    if not getattr(args, "processes", False):
+        return None
+    from everchat.actors.supervisor import Placement
+
+    return Placement("processes", workers=settings.compaction_jobs)

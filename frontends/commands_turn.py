@@ -62,7 +62,9 @@ def _session(args: argparse.Namespace) -> Iterator:
     settings = load_settings(args)
     check_compaction_model(settings)
     try:
-        session = ChatSession.open(settings)
+        from everchat.frontends.commands import placement_of
+
+        session = ChatSession.open(settings, placement=placement_of(args, settings))
     except Exception as error:  # the edge: a chat that cannot open is one line for the person
         _explain_lock(settings.chat_dir)
         raise CommandError(f"cannot open the chat in {settings.chat_dir}: {_words(error)}") from None

@@ -460,7 +460,7 @@ def _words(error: Exception) -> str:
     return f"{type(error).__name__}: {text}"
 
 
-def run(settings, *, stdin=None) -> int:
+def run(settings, *, stdin=None, placement=None) -> int:
     """`everchat` / `everchat chat`: open the chat in `settings` and talk in this terminal.
 
     Returns 0 after /quit, Ctrl-D or Ctrl-C twice; 1 when the chat cannot open (locked by
@@ -474,7 +474,7 @@ def run(settings, *, stdin=None) -> int:
               file=sys.stderr)
         return 2
     try:
-        session = ChatSession.open(settings)
+        session = ChatSession.open(settings, placement=placement)
     except Exception as error:  # the edge: a chat that cannot open is one line on stderr
         print(f"everchat: {_words(error)}", file=sys.stderr)
         return 1

@@ -212,3 +212,26 @@ def test_compact_on_a_folder_without_a_chat_fails_and_makes_nothing(tmp_path, ca
     assert "holds no chat" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
     assert main(["--demo", "compact", "--timeout", "0", "--data-dir", str(tmp_path / "none")]) == 2
+
+
+def test_processes_runs_every_actor_in_its_own_process_with_the_sessions_models(env, tmp_path):
+    """`everchat … --processes`: the turn runner and the workers run in processes of their
+    own and still use the session's models (`--demo` here, with a key in the environment
+    that a worker loading its own settings would have chosen, and failed with)."""
+    chat = tmp_path / "chat"
+    env = dict(env, ANTHROPIC_API_KEY="sk-ant-test-never-sent")
+    long = "The launch checklist for the amber-42 probe: " + "verify the seals, " * 60
+    done = everchat(env, "--demo", "--processes", "ask", long, "--data-dir", str(chat))
+    assert done.returncode == 0, done.stderr
+    assert "amber-42" in done.stdout
+    assert {path.name for path in (chat / "run").glob("*.sock")} >= {"log_writer.sock", "planner.sock",
+                                                                      "turn_runner.sock", "compactor.0.sock"}
+    status = json.loads(everchat(env, "status", "--data-dir", str(chat)).stdout)
+    assert (status["pending"], status["failures"]) == (0, 0)
+    assert status["usage"]["compactions"]["calls"] >= 1
+
+
+def test_serve_listening_on_every_interface_is_a_usage_error(env, tmp_path):
+    done = everchat(env, "serve", "--processes", "--tcp", "--listen", "0.0.0.0", "--data-dir", str(tmp_path / "c"))
+    assert done.returncode == 2 and "other hosts can dial" in done.stderr
+    assert not (tmp_path / "c").exists()

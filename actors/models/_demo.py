@@ -160,7 +160,7 @@ def _answer_from(message_id: int, text: str, question: str, path: list[str]) -> 
 def _acknowledge(turn: _Turn) -> str:
     tokens = [token for _, _, token in key_tokens(turn.message)][:4]
     kept = f" I will find {', '.join(tokens)} again through the view." if tokens else ""
-    return (f"Noted as message {turn.end}.{kept} I am the offline demo model: no key is set, so I answer "
+    return (f"Noted as message {turn.end}.{kept} I am the offline demo model: I answer "
             f"from the memory alone, by reading the view and zooming into its lines.")
 
 
