@@ -99,6 +99,8 @@ def check_text(text: str, what: str) -> str:
 def _store_error(error: Exception, path: Path) -> CommandError:
     from everchat.actors.store import ChatLocked, NotAChat
 
+    if isinstance(error, NotAChat) and "holds other files" in str(error):
+        return CommandError(f"{error} (pick another folder with --data-dir)")
     if isinstance(error, NotAChat):
         return CommandError(f"{path} holds no chat (start one with `everchat`, `everchat note` "
                             "or `everchat import`, or pick another folder with --data-dir)")

@@ -65,3 +65,15 @@ def test_a_compaction_model_without_its_key_is_one_clear_line_before_anything_st
     assert done.stderr == ("everchat: the compaction model cannot start: anthropic: ANTHROPIC_API_KEY is not set: "
                            "export it, or choose another provider (the demo model works offline)\n")
     assert sorted(p.name for p in chat.iterdir()) == before
+
+
+@pytest.mark.parametrize("command", [["note", "hello"], ["--demo", "ask", "hello"], ["import", "FILE"]])
+def test_r1_a_writer_refuses_a_folder_of_other_files_and_leaves_it_alone(tmp_path, capsys, command):
+    folder = tmp_path / "home"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    (tmp_path / "part.txt").write_text("a note to import")
+    args = [str(tmp_path / "part.txt") if word == "FILE" else word for word in command]
+    assert main([*args, "--data-dir", str(folder)]) == 1
+    assert "holds other files (notes.txt) and no chat" in capsys.readouterr().err
+    assert [entry.name for entry in folder.iterdir()] == ["notes.txt"]

@@ -504,3 +504,19 @@ def test_check_verifies_the_chat_and_returns_counts(store):
     store.append_merge([(0, 0)], 4, False)
     assert store.check() == {"messages": 4, "nodes": 3, "merges": 1, "files": 2,
                              "bytes": store.check()["bytes"], "torn": 0, "repaired": 0}
+
+
+def test_r1_a_new_chat_is_never_made_among_other_files(tmp_path):
+    """A folder of someone's files (a mistaken --data-dir) is refused and left untouched;
+    an empty folder, a new one, or one holding only the chat's own keys is fine."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(NotAChat, match=r"holds other files \(notes.txt\) and no chat"):
+        ChatStore.open(home, create=True)
+    assert [entry.name for entry in home.iterdir()] == ["notes.txt"]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "keyed" / "config" / "keys").mkdir(parents=True)
+    for folder in ("empty", "new", "keyed"):
+        with ChatStore.open(tmp_path / folder, create=True) as store:
+            assert store.message_count == 0

@@ -33,6 +33,18 @@ def is_chat(path: Path) -> bool:
     return path.is_dir() and ((path / "chat.json").is_file() or (path / "main").is_dir())
 
 
+_OWN_NAMES = frozenset(_FOLDERS) | {"index", "config", "run", "agents", "chat.json", "writer.lock", "view.json",
+                                    "compaction-view.json", "usage.json", "draft.json"}
+
+
+def foreign_entries(path: Path) -> list[str]:
+    """The names in folder `path` that are no part of a chat folder, sorted (none when the
+    folder is missing or empty, or holds only what a chat being made leaves, like its keys)."""
+    if not path.is_dir():
+        return []
+    return sorted(entry.name for entry in path.iterdir() if entry.name not in _OWN_NAMES)
+
+
 def make_layout(path: Path, now: datetime) -> None:
     """Create what is missing of a chat folder's layout (R1), durably (R4)."""
     changed = False

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _assets, _views
-from ._chat import is_chat, load_repairs, make_layout, read_chat_json, save_repairs
+from ._chat import foreign_entries, is_chat, load_repairs, make_layout, read_chat_json, save_repairs
 from ._daylog import DayLog
 from ._errors import (BadInput, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
                       StoreClosed, StoreError)
@@ -117,6 +117,11 @@ class ChatStore:
                 raise NotAChat(f"{path} holds no chat (open it with create=True to make one)")
             if path.exists() and not path.is_dir():
                 raise NotAChat(f"{path} is not a folder")
+            others = foreign_entries(path)
+            if others:
+                # `--data-dir ~` by mistake must not scatter a chat among someone's files.
+                raise NotAChat(f"{path} holds other files ({', '.join(others[:3])}{' …' if len(others) > 3 else ''}) "
+                               "and no chat: a new chat needs an empty or new folder")
             path.mkdir(parents=True, exist_ok=True)
         if self._lock is not None:
             self._lock.acquire()
