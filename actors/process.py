@@ -66,6 +66,15 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
         node.stop()
 
 
+def _stop_when_orphaned(parent: int, stop: threading.Event, name: str) -> None:
+    """A supervisor killed with SIGKILL cannot stop its children: each notices that its
+    parent is gone (it was handed to another) and stops, instead of serving no chat forever."""
+    while not stop.wait(0.5):
+        if os.getppid() != parent:
+            log.warning("%s: the supervisor (pid %d) is gone; stopping", name, parent)
+            stop.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one Everchat actor in this process.")
     parser.add_argument("--name", required=True)
@@ -84,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    threading.Thread(target=_stop_when_orphaned, args=(os.getppid(), stop, args.name), daemon=True).start()
     return run_actor(args.name, args.chat, args.supervisor, args.bind, args.budget, args.keys, stop, args.summarizer)
 
 
