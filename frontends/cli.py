@@ -29,7 +29,7 @@ _COMMANDS = {
     "chat": "the terminal chat (the default when no command is given)",
     "ask": "send one message, print the reply, wait for its summaries, exit",
     "note": "log a note (a memory from before the chat)",
-    "import": "log a UTF-8 text file as consecutive notes (resumable)",
+    "import": "log a UTF-8 text file as consecutive notes and summarize them as it goes (resumable)",
     "view": "print the view the next turn starts from (read-only)",
     "zoom": "a line's two halves, or a message whole (read-only, R35)",
     "date": "the date and time of a message (read-only)",
@@ -101,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
     note.add_argument("text", help="the note; - reads it from stdin")
     imp = command("import")
     imp.add_argument("file", type=Path)
+    imp.add_argument("--log-only", action="store_true",
+                     help="log the notes without the model (fast, offline); their summaries are built when the "
+                          "chat next runs or by `everchat compact`, and a big import summarized later leaves "
+                          "the view over its budget until the next messages fit it")
     command("view")
     zoom = command("zoom")
     zoom.add_argument("id", help="a message id, or a view line's name such as 40+8")

@@ -10,14 +10,31 @@ file's identity (the SHA-256 of its bytes) and the part's byte offset:
 so an import that was interrupted (Ctrl-C, a crash, `kill -9`) and run again with the
 same file logs every part exactly once: parts already logged are recognised by their
 key (ChatStore's key horizon), and the run skips straight past the last part it finds
-at the end of the log. The same text imported twice is logged once. Parts are group
-committed, about 1 MiB per write and fsync (R4). Their summaries are built when the
-chat next runs, or by `everchat compact`.
+at the end of the log. The same text imported twice is logged once.
+
+By default the import summarizes as it goes: it opens the chat with its actors (as
+`ask` does, taking the lock, R5), logs the parts in batches of `BATCH_PARTS` through
+the log writer, and before each batch asks the planner to wait until at most
+`BACKLOG` compactions are ready but not handed out (`WaitBacklog`). So each note is
+appended while the pool has built the lines before it, R19's fit at each append
+finds built parents to merge, the view stays near its budget, and the compaction
+contexts stay near the compaction view's 16-32 KB (R21, R27). Before the last part
+it waits until the pool is idle, so the last append's fit counts every line at its
+built size (R16); at the end it waits until every summary is built, like `ask`.
+The view then ends at most the ceiling, or one line (at most ~520 bytes, the last
+part's own summary) above it.
+
+`--log-only` is the old offline path: parts are group committed straight into the
+store (about 1 MiB per write and fsync, R4), no model call, and their summaries are
+left to the next run or `everchat compact`. While unsummarized, each counts as its
+placeholder (R16), so no batch fits the view meanwhile, and building them later never
+merges it (R19): a big import summarized later leaves the view over its budget until
+the next messages fit it, and `compact`'s contexts grow toward the whole view.
 
 Ctrl-C never lands inside a commit (where it could leave the store's state in memory
 half updated before the close writes its index): the first one is noted, the parts in
-hand are committed, and the import stops there with status 130; a second one stops at
-once.
+hand are committed, and the import stops there with status 130 (a wait for the pool
+ends at once); a second one stops at once.
 """
 
 from __future__ import annotations
@@ -28,18 +45,28 @@ import hashlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_OK, UsageError, open_writer
+from everchat.frontends.commands import EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, open_writer
 from everchat.frontends.progress import Progress
 
-__all__ = ["run_import", "identify", "parts_of", "import_key"]
+__all__ = ["run_import", "identify", "parts_of", "import_key", "BATCH_BYTES", "BATCH_PARTS", "BACKLOG"]
 
 BLOCK_BYTES = 1 << 20
-BATCH_BYTES = 1 << 20
+BATCH_BYTES = 1 << 20  # --log-only: bytes per group commit
+BATCH_PARTS = 16  # summarized: parts per batch (256 KB of 16 KB parts)
+BACKLOG = 16  # summarized: a batch waits until at most this many compactions are ready, not handed out
 _LOOK_BACK = 256  # messages read back from the end to find where an interrupted import stopped
+_WAIT_SECONDS = 3600.0  # one wait for the pool (a real model's 16 compactions take seconds)
+_TICK = 0.5  # how often a wait for the pool looks for Ctrl-C and redraws the bar
+
+_NOTED = object()  # what `_wait` returns once Ctrl-C was noted
+_STUCK = object()  # what `_wait` returns when its tick says waiting is of no use
+
+_LATER = ("their summaries are built when the chat next runs, or by `everchat compact`; a big import "
+          "summarized later leaves the view over its budget until the next messages fit it")
 
 
 def identify(path: Path) -> tuple[str, int]:
@@ -134,72 +161,232 @@ def _ctrl_c_noted() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def run_import(args: argparse.Namespace) -> int:
-    path: Path = args.file
-    digest, size = identify(path)
-    if size == 0:
-        raise UsageError(f"{path} is empty; nothing to import")
-    prefix = import_key(digest, 0)[:-1]
-    label = f"importing {path.name}"
-    logged = known = 0
-    first = last = None
-    with open_writer(args.data_dir) as chat:
-        resume = _resume_point(chat.store, prefix)
-        progress = Progress(label, size)
-        batch: list[dict] = []
-        batch_bytes = 0
+class _Count:
+    """What one run did: parts logged now, parts found logged before, the ids it logged."""
 
-        def commit() -> None:
-            nonlocal logged, known, first, last, batch_bytes
+    def __init__(self) -> None:
+        self.logged = self.known = 0
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def add(self, id_lists: list[list[int]], before: int) -> None:
+        """An append's reply: a part whose ids start before `before` was logged already."""
+        for ids in id_lists:
+            if ids[0] >= before:
+                self.logged += 1
+                self.first = ids[0] if self.first is None else self.first
+                self.last = ids[-1]
+            else:
+                self.known += 1
+
+    @property
+    def notes(self) -> int:
+        return self.logged + self.known
+
+    def said(self, path: Path) -> str:
+        if self.logged == 0:
+            return f"{path} is already imported ({self.known} notes); nothing logged"
+        again = f", {self.known} were logged before" if self.known else ""
+        return f"imported {path}: {self.logged} notes, messages {self.first}-{self.last}{again}"
+
+
+def _feed(path: Path, digest: str, resume: int, count: _Count, commit: Callable[[list[dict]], None],
+          ctrl_c: threading.Event, progress: Progress, extra: Callable[[int], str],
+          full: Callable[[list[dict], int], bool]) -> list[dict]:
+    """Read the file's parts and hand them to `commit` in batches: a batch goes once it
+    is `full(batch, its bytes)` and a new part comes. Parts at or before `resume` are
+    counted as known. Returns the last batch, uncommitted: the caller commits it (it
+    holds the file's last part). The first Ctrl-C commits the parts in hand and raises
+    KeyboardInterrupt."""
+    batch: list[dict] = []
+    batch_bytes = 0
+    for offset, text in parts_of(path):
+        done = offset + len(text.encode())
+        if offset <= resume:
+            count.known += 1
+        else:
+            if batch and full(batch, batch_bytes):
+                commit(batch)
+                batch, batch_bytes = [], 0
+            batch.append({"kind": "note", "text": text, "key": import_key(digest, offset),
+                          "meta": {"import": path.name, "offset": offset}})
+            batch_bytes += done - offset
+        progress.update(done, extra(len(batch)))
+        if ctrl_c.is_set():
+            commit(batch)  # the parts in hand, then stop
+            raise KeyboardInterrupt
+    return batch
+
+
+def _wait(call: Callable[[], object], ctrl_c: threading.Event, tick: Callable[[], bool] | None = None):
+    """`call()` (an ask that may wait long) in a helper thread; its result, or `_NOTED` at
+    once when Ctrl-C is noted, or `_STUCK` when `tick` (run every half second meanwhile,
+    for the progress bar) returns True. An abandoned ask ends with the session."""
+    if ctrl_c.is_set():
+        return _NOTED
+    outcome: dict = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller below, unless it left at Ctrl-C
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="everchat-import-wait", daemon=True).start()
+    while not done.wait(_TICK):
+        if ctrl_c.is_set():
+            return _NOTED
+        if tick is not None and tick():
+            return _STUCK
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _log_only(args: argparse.Namespace, path: Path, digest: str, size: int) -> int:
+    """The offline path: parts group committed straight into the store, no model call."""
+    count = _Count()
+    progress = Progress(f"importing {path.name}", size)
+    with open_writer(args.data_dir) as chat:
+        resume = _resume_point(chat.store, import_key(digest, 0)[:-1])
+
+        def commit(batch: list[dict]) -> None:
             if not batch:
                 return
             before = chat.store.message_count
             id_lists, _ = chat.add_many(batch)
-            for ids in id_lists:
-                if ids[0] >= before:
-                    logged += 1
-                    first = ids[0] if first is None else first
-                    last = ids[-1]
-                else:
-                    known += 1
-            batch.clear()
-            batch_bytes = 0
+            count.add(id_lists, before)
             # Planning keeps long leaves' lines as their compactions' input; no compaction
             # runs here and it reads them from the log when missing, so a big import must
             # not hold the whole file in memory. (Planning has no public way to say so yet.)
             chat._leaf_lines.clear()
 
-        done = 0
         try:
             with _ctrl_c_noted() as ctrl_c:
-                for offset, text in parts_of(path):
-                    done = offset + len(text.encode())
-                    if offset <= resume:
-                        known += 1
-                    else:
-                        batch.append({"kind": "note", "text": text, "key": import_key(digest, offset),
-                                      "meta": {"import": path.name, "offset": offset}})
-                        batch_bytes += done - offset
-                        if batch_bytes >= BATCH_BYTES:
-                            commit()
-                    progress.update(done, f"{logged + known + len(batch)} notes")
-                    if ctrl_c.is_set():
-                        commit()  # the parts in hand, then stop
-                        raise KeyboardInterrupt
-                commit()
+                commit(_feed(path, digest, resume, count, commit, ctrl_c, progress,
+                             lambda in_hand: f"{count.notes + in_hand} notes",
+                             lambda batch, batch_bytes: batch_bytes >= BATCH_BYTES))
         except KeyboardInterrupt:
             # Anything not committed (after a second Ctrl-C) is read again by the next run.
-            progress.finish(done)
-            print(f"everchat: import interrupted after {logged + known} notes; run the same command "
+            progress.finish(progress.done)
+            print(f"everchat: import interrupted after {count.notes} notes; run the same command "
                   "again to go on where it stopped", file=sys.stderr)
-            return 130
-        progress.finish(size, f"{logged + known} notes")
+            return EXIT_INTERRUPTED
+        progress.finish(size, f"{count.notes} notes")
         pending = chat.planner.unbuilt_lines()
-    if logged == 0:
-        print(f"{path} is already imported ({known} notes); nothing logged")
-    else:
-        again = f", {known} were logged before" if known else ""
-        print(f"imported {path}: {logged} notes, messages {first}-{last}{again}")
+    print(count.said(path))
     if pending:
-        print(f"{pending} summaries are pending: they are built when the chat next runs, or by `everchat compact`")
+        print(f"{pending} summaries are pending (--log-only): {_LATER}")
     return EXIT_OK
+
+
+def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) -> int:
+    """The default: the chat's actors run, and the pool summarizes while parts are logged."""
+    from everchat.actors.store import ChatStore
+    from everchat.frontends.commands_turn import _drain_notices, _session
+    from everchat.transport import schema
+
+    count = _Count()
+    progress = Progress(f"importing {path.name}", size)
+    pending = 0
+    logged_all = False
+    with _session(args) as session:
+        node = session.node
+        # Read-only beside the log writer (R5), which holds the lock: no part is logged
+        # by anyone else meanwhile, so the resume point stays true.
+        with ChatStore.open(session.supervisor.chat, writer=False) as store:
+            resume = _resume_point(store, import_key(digest, 0)[:-1])
+
+        def extra(in_hand: int = 0) -> str:
+            return f"{count.notes + in_hand} notes, {pending} summaries pending"
+
+        def look() -> bool:
+            """The bar's figures, and failed compactions said as they come (R30); True when
+            the pool is stuck on failed calls."""
+            nonlocal pending
+            status = session.status()
+            pending = status["pending"]
+            while (event := session.next_event(timeout=0)) is not None:
+                if isinstance(event, schema.Notice):
+                    progress.say(f"everchat: {event.level}: {event.text}")
+            progress.update(progress.done, extra())
+            # Nothing runs, yet lines wait: failed calls, tried again only at the next
+            # message or while a settle waits (R30). The import must not wait on them.
+            return status["planner"]["running"] == 0 and status["pending"] > 0
+
+        def settle(ctrl_c: threading.Event) -> None:
+            """Until every summary is built (failed calls retried, R30), or Ctrl-C."""
+            def show() -> bool:
+                look()
+                return False  # session.compact retries failed calls itself
+
+            try:
+                if _wait(lambda: session.compact(timeout=_WAIT_SECONDS), ctrl_c, show) is _NOTED:
+                    raise KeyboardInterrupt
+            except TimeoutError as error:
+                _drain_notices(session, sys.stderr)
+                raise CommandError(f"the notes are logged, but their summaries are not all built: {error}") from None
+
+        def commit(batch: list[dict], ctrl_c: threading.Event) -> None:
+            """Wait for the pool's backlog (not after Ctrl-C), then log the batch."""
+            nonlocal pending
+            if not batch:
+                return
+            idle = _wait(lambda: node.ask("planner", schema.WaitBacklog(at_most=BACKLOG), timeout=_WAIT_SECONDS),
+                         ctrl_c, look)
+            if idle is _STUCK:
+                settle(ctrl_c)  # retries them every 10 s (R30) until every line is built
+            elif idle is not _NOTED:
+                pending = idle.queued
+            before = node.ask("log_writer", schema.CountMessages(), timeout=_WAIT_SECONDS).messages
+            items = [schema.Append(kind=item["kind"], text=item["text"], key=item["key"], images=[],
+                                   meta=item["meta"]) for item in batch]
+            count.add(node.ask("log_writer", schema.AppendMany(items=items), timeout=_WAIT_SECONDS).ids, before)
+
+        try:
+            with _ctrl_c_noted() as ctrl_c:
+                last = _feed(path, digest, resume, count, lambda batch: commit(batch, ctrl_c), ctrl_c, progress,
+                             extra, lambda batch, batch_bytes: len(batch) >= BATCH_PARTS)
+                if last:
+                    # The last part is appended once every line before it is built, so
+                    # its fit (R19) counts them at their size and ends within the budget.
+                    commit(last[:-1], ctrl_c)
+                    settle(ctrl_c)
+                    commit(last[-1:], ctrl_c)
+                logged_all = True
+                look()
+                progress.finish(size, extra())
+                if pending:
+                    print(f"building {pending} pending summar{'y' if pending == 1 else 'ies'} ...", file=sys.stderr)
+                settle(ctrl_c)
+        except KeyboardInterrupt:
+            # Anything not committed (after a second Ctrl-C) is read again by the next run.
+            progress.finish(progress.done)
+            _drain_notices(session, sys.stderr)
+            if not logged_all:
+                print(f"everchat: import interrupted after {count.notes} notes; run the same command "
+                      "again to go on where it stopped", file=sys.stderr)
+            else:
+                print(f"everchat: import interrupted: all {count.notes} notes are logged, their summaries "
+                      "are not all built; run the same command again (or `everchat compact`) to build them",
+                      file=sys.stderr)
+            return EXIT_INTERRUPTED
+        status = session.status()
+        _drain_notices(session, sys.stderr)
+    print(count.said(path))
+    print(f"every summary is built: view {status['view_bytes']:,} bytes (budget {status['view_budget']:,}), "
+          f"{status['messages']} messages")
+    return EXIT_OK
+
+
+def run_import(args: argparse.Namespace) -> int:
+    path: Path = args.file
+    digest, size = identify(path)
+    if size == 0:
+        raise UsageError(f"{path} is empty; nothing to import")
+    if getattr(args, "log_only", False):
+        return _log_only(args, path, digest, size)
+    return _summarized(args, path, digest, size)

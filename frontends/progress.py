@@ -34,6 +34,7 @@ class Progress:
         self._shown_percent = -1
         self._shown_at = 0.0
         self._width = 0
+        self.done = 0  # the last `done` given
 
     def _line(self, done: int, extra: str) -> str:
         percent = min(100, done * 100 // self.total)
@@ -43,6 +44,7 @@ class Progress:
         return f"{self.label} [{bar}] {percent:3d}% {human_bytes(done)} of {human_bytes(self.total)}{tail}"
 
     def update(self, done: int, extra: str = "") -> None:
+        self.done = done
         percent = min(100, done * 100 // self.total)
         if self.tty:
             now = time.monotonic()
@@ -58,6 +60,15 @@ class Progress:
             self.stream.write(self._line(done, extra) + "\n")
         self._shown_percent = percent
         self.stream.flush()
+
+    def say(self, text: str) -> None:
+        """A line of its own (a warning) above the bar, which is drawn again next time."""
+        if self.tty and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        self._shown_at = 0.0
 
     def finish(self, done: int, extra: str = "") -> None:
         """The last state, always shown on a terminal (then a newline); elsewhere only

@@ -94,7 +94,7 @@ def test_compact_builds_every_pending_summary_of_an_import(env, tmp_path):
     chat = tmp_path / "chat"
     (tmp_path / "notes.txt").write_text("".join(f"Note {k}: the amber-{k} probe has {k} seals.\n"
                                                 for k in range(3000)))
-    assert everchat(env, "--data-dir", str(chat), "import", str(tmp_path / "notes.txt")).returncode == 0
+    assert everchat(env, "--data-dir", str(chat), "import", str(tmp_path / "notes.txt"), "--log-only").returncode == 0
     with Chat.open(chat, writer=False) as reader:
         assert reader.status()["unbuilt_lines"] == reader.messages > 1
     done = everchat(env, "--demo", "compact", "--data-dir", str(chat))

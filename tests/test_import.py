@@ -1,4 +1,5 @@
-"""`everchat import FILE`: a UTF-8 file logged as consecutive notes, cut by R8, resumable.
+"""`everchat import FILE`: a UTF-8 file logged as consecutive notes, cut by R8, resumable;
+by default summarized as it goes (the demo model here), with `--log-only` logged offline.
 
 The kill test runs the real command in a child process and kills it with SIGKILL while
 it is blocked mid-import: its stderr is a pipe shrunk to one page that the test does
@@ -11,6 +12,7 @@ from __future__ import annotations
 import array
 import fcntl
 import hashlib
+import os
 import random
 import signal
 import subprocess
@@ -24,16 +26,31 @@ from everchat.actors.store import PART_BYTES, ChatStore, split_text
 from everchat.frontends.cli import main
 from everchat.frontends.commands_import import BATCH_BYTES, import_key, parts_of
 
+# Each import runs both ways: summarized as it goes (the default, with the offline demo
+# model) and logged only, its summaries left for later.
+WAYS = pytest.mark.parametrize("way", [["--demo"], ["--log-only"]], ids=["summarized", "log-only"])
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path, monkeypatch):
+    """A clean environment: no keys, no EVERCHAT_ settings, Everchat's home in the test's folder."""
+    for key in list(os.environ):
+        if key.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
+
 WORDS = ["amber-42", "tree", "view", "sawtooth", "ünïcode", "日本語", "emoji🙂", "line", "log", "zoom"]
 
 
-def text_file(path: Path, size: int, seed: int = 7) -> str:
-    """Lines of random words (multi-byte characters included) of about `size` bytes."""
+def text_file(path: Path, size: int, seed: int = 7, long_lines: float = 0.02) -> str:
+    """Lines of random words (multi-byte characters included) of about `size` bytes, a
+    share `long_lines` of them one word longer than a part (the demo model summarizes
+    those slowly: summarized imports use fewer)."""
     rng = random.Random(seed)
     lines, total = [], 0
     while total < size:
         line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 14)))
-        if rng.random() < 0.02:
+        if rng.random() < long_lines:
             line = "x" * rng.randint(1, 20_000)  # a line longer than a part: R8 cuts it anyway
         lines.append(line)
         total += len(line.encode()) + 1
@@ -42,9 +59,25 @@ def text_file(path: Path, size: int, seed: int = 7) -> str:
     return text
 
 
+def long_lines(way: list[str]) -> float:
+    return 0.02 if way == ["--log-only"] else 0.0
+
+
 def notes(chat: Path) -> list:
     with ChatStore.open(chat, writer=False) as store:
         return [store.message(i) for i in range(store.message_count)]
+
+
+def pending(chat: Path) -> int:
+    from everchat.actors.chat import Chat
+
+    with Chat.open(chat, writer=False) as reader:
+        return reader.status()["unbuilt_lines"]
+
+
+def bar(err: str) -> list[str]:
+    """The progress bar's lines (stderr)."""
+    return [line for line in err.splitlines() if line.startswith("importing ")]
 
 
 def test_r8_a_file_is_cut_exactly_as_one_long_text_would_be(tmp_path):
@@ -58,11 +91,12 @@ def test_r8_a_file_is_cut_exactly_as_one_long_text_would_be(tmp_path):
     assert [offset for offset, _ in parts] == offsets
 
 
-def test_r3_an_import_logs_consecutive_notes_that_rebuild_the_file(tmp_path, capsys):
+@WAYS
+def test_r3_an_import_logs_consecutive_notes_that_rebuild_the_file(tmp_path, capsys, way):
     chat = tmp_path / "chat"
     assert main(["note", "before the import", "--data-dir", str(chat)]) == 0
     text = text_file(tmp_path / "memories.txt", 200_000)
-    assert main(["--data-dir", str(chat), "import", str(tmp_path / "memories.txt")]) == 0
+    assert main(["--data-dir", str(chat), "import", str(tmp_path / "memories.txt"), *way]) == 0
     out = capsys.readouterr()
     records = notes(chat)
     assert [r.kind for r in records] == ["note"] * len(records)
@@ -70,23 +104,33 @@ def test_r3_an_import_logs_consecutive_notes_that_rebuild_the_file(tmp_path, cap
     assert "".join(r.text for r in imported) == text
     assert len(imported) == len(split_text(text))
     assert f"imported {tmp_path / 'memories.txt'}: {len(imported)} notes, messages 1-{len(imported)}" in out.out
-    assert "100%" in out.err.splitlines()[-1]  # the progress bar is on stderr
+    assert "100%" in bar(out.err)[-1]  # the progress bar is on stderr
     assert imported[0].meta == {"import": "memories.txt", "offset": 0}
     assert imported[0].key.startswith("import:") and imported[0].key.endswith(":0")
+    if way == ["--log-only"]:
+        assert pending(chat) == len(imported)
+        assert (f"{len(imported)} summaries are pending (--log-only): their summaries are built when the chat "
+                "next runs, or by `everchat compact`; a big import summarized later leaves the view over its "
+                "budget until the next messages fit it") in out.out
+    else:
+        assert pending(chat) == 0
+        assert "every summary is built: view " in out.out
 
 
-def test_the_same_file_imported_again_logs_nothing(tmp_path, capsys):
+@WAYS
+def test_the_same_file_imported_again_logs_nothing(tmp_path, capsys, way):
     chat = tmp_path / "chat"
     text_file(tmp_path / "a.txt", 50_000)
-    assert main(["import", str(tmp_path / "a.txt"), "--data-dir", str(chat)]) == 0
+    assert main(["import", str(tmp_path / "a.txt"), "--data-dir", str(chat), *way]) == 0
     before = notes(chat)
     capsys.readouterr()
-    assert main(["import", str(tmp_path / "a.txt"), "--data-dir", str(chat)]) == 0
+    assert main(["import", str(tmp_path / "a.txt"), "--data-dir", str(chat), *way]) == 0
     assert "is already imported" in capsys.readouterr().out
     assert notes(chat) == before
 
 
-def test_an_interrupted_import_goes_on_after_its_last_part_even_past_later_messages(tmp_path, capsys):
+@WAYS
+def test_an_interrupted_import_goes_on_after_its_last_part_even_past_later_messages(tmp_path, capsys, way):
     """The run finds where the earlier one stopped, though the chat went on since."""
     chat = tmp_path / "chat"
     source = tmp_path / "a.txt"
@@ -98,7 +142,7 @@ def test_an_interrupted_import_goes_on_after_its_last_part_even_past_later_messa
             store.append_message("note", part, key=import_key(digest, offset),
                                  meta={"import": "a.txt", "offset": offset})
         store.append_message("user", "something said in between")
-    assert main(["import", str(source), "--data-dir", str(chat)]) == 0
+    assert main(["import", str(source), "--data-dir", str(chat), *way]) == 0
     records = notes(chat)
     assert [r.kind for r in records].count("user") == 1
     assert "".join(r.text for r in records if r.kind == "note") == text
@@ -111,11 +155,12 @@ def _pipe_bytes(fd: int) -> int:
     return size[0]
 
 
-def test_a_killed_import_run_again_logs_each_part_once(tmp_path):
+@WAYS
+def test_a_killed_import_run_again_logs_each_part_once(tmp_path, way):
     chat = tmp_path / "chat"
     source = tmp_path / "big.txt"
-    text = text_file(source, 3 * BATCH_BYTES)
-    command = [sys.executable, "-m", "everchat.frontends.cli", "import", str(source), "--data-dir", str(chat)]
+    text = text_file(source, 3 * BATCH_BYTES, long_lines=long_lines(way))
+    command = [sys.executable, "-m", "everchat.frontends.cli", "import", str(source), "--data-dir", str(chat), *way]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         fd = child.stderr.fileno()
@@ -140,7 +185,7 @@ def test_a_killed_import_run_again_logs_each_part_once(tmp_path):
     assert child.returncode == -signal.SIGKILL
     logged = notes(chat)
     assert 0 < len(logged) < len(split_text(text))  # past the first commit, short of the end
-    assert " 0% " in progress.splitlines()[0] and "100%" not in progress
+    assert " 0% " in bar(progress)[0] and "100%" not in progress
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
@@ -149,6 +194,8 @@ def test_a_killed_import_run_again_logs_each_part_once(tmp_path):
     assert "".join(r.text for r in records) == text
     assert len(records) == len(split_text(text))
     assert len({r.key for r in records}) == len(records)
+    assert [r.meta["offset"] for r in records] == [offset for offset, _ in parts_of(source)]  # in order
+    assert pending(chat) == (len(records) if way == ["--log-only"] else 0)
 
 
 @pytest.mark.parametrize("content, why", [
@@ -169,40 +216,41 @@ def test_a_missing_file_is_a_usage_error(tmp_path, capsys):
     assert not (tmp_path / "chat").exists()
 
 
-def test_ctrl_c_stops_an_import_that_the_same_command_then_finishes(tmp_path, capsys, monkeypatch):
+@WAYS
+def test_ctrl_c_stops_an_import_that_the_same_command_then_finishes(tmp_path, capsys, monkeypatch, way):
     from everchat.frontends import commands_import
 
     chat, source = tmp_path / "chat", tmp_path / "a.txt"
-    text = text_file(source, 3 * BATCH_BYTES)
+    text = text_file(source, 2 * BATCH_BYTES, long_lines=long_lines(way))
     real = commands_import.parts_of
 
     def interrupted(path):
         for n, part in enumerate(real(path)):
-            if n == 100:  # past the first group commit (64 parts of 16 KB)
+            if n == 100:  # past the first group commit (64 parts of 16 KB, or 16 parts summarized)
                 raise KeyboardInterrupt
             yield part
 
     monkeypatch.setattr(commands_import, "parts_of", interrupted)
-    assert main(["import", str(source), "--data-dir", str(chat)]) == 130
+    assert main(["import", str(source), "--data-dir", str(chat), *way]) == 130
     assert "run the same command again to go on where it stopped" in capsys.readouterr().err
     logged = len(notes(chat))
     assert 0 < logged <= 100
     monkeypatch.setattr(commands_import, "parts_of", real)
-    assert main(["import", str(source), "--data-dir", str(chat)]) == 0
+    assert main(["import", str(source), "--data-dir", str(chat), *way]) == 0
     assert f"{logged} were logged before" in capsys.readouterr().out
     assert "".join(r.text for r in notes(chat)) == text
 
 
+@WAYS
 def test_ctrl_c_is_never_taken_inside_a_commit_the_parts_in_hand_are_committed_first(tmp_path, capsys,
-                                                                                    monkeypatch):
-    """A real SIGINT lands after part 100 (past the first group commit of 64 parts): the
-    import commits parts 65-101 before it stops, and says how many notes it logged."""
-    import os
-
+                                                                                    monkeypatch, way):
+    """A real SIGINT lands after part 100 (past the first group commit of 64 parts, or
+    the sixth batch of 16 summarized): the import commits the parts in hand up to part
+    101 before it stops, and says how many notes it logged."""
     from everchat.frontends import commands_import
 
     chat, source = tmp_path / "chat", tmp_path / "a.txt"
-    text = text_file(source, 3 * BATCH_BYTES)
+    text = text_file(source, 2 * BATCH_BYTES, long_lines=long_lines(way))
     real = commands_import.parts_of
 
     def ctrl_c_at_part_100(path):
@@ -212,12 +260,12 @@ def test_ctrl_c_is_never_taken_inside_a_commit_the_parts_in_hand_are_committed_f
             yield part
 
     monkeypatch.setattr(commands_import, "parts_of", ctrl_c_at_part_100)
-    assert main(["import", str(source), "--data-dir", str(chat)]) == 130
+    assert main(["import", str(source), "--data-dir", str(chat), *way]) == 130
     assert "everchat: import interrupted after 101 notes; run the same command again" in capsys.readouterr().err
     assert len(notes(chat)) == 101
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
     monkeypatch.setattr(commands_import, "parts_of", real)
-    assert main(["import", str(source), "--data-dir", str(chat)]) == 0
+    assert main(["import", str(source), "--data-dir", str(chat), *way]) == 0
     assert "101 were logged before" in capsys.readouterr().out
     assert "".join(r.text for r in notes(chat)) == text
 
@@ -239,3 +287,39 @@ def test_on_a_terminal_the_progress_bar_redraws_one_line():
     assert drawn.startswith("\rimporting a.txt [############............]  50% 1.0 KB of 2.0 KB 1 notes")
     assert drawn.endswith("\rimporting a.txt [########################] 100% 2.0 KB of 2.0 KB 2 notes\n")
     assert drawn.count("\n") == 1
+
+
+def figures(chat: Path) -> dict:
+    """The view's figures (R16) and the compactions' usage, read back from the folder."""
+    from everchat.actors.chat import Chat
+    from everchat.actors.usage import load_usage
+
+    with Chat.open(chat, writer=False) as reader:
+        status = reader.status()
+    compactions = load_usage(chat).role("compactions")
+    return dict(status, calls=compactions.calls, input=compactions.input)
+
+
+def test_r19_a_summarized_import_leaves_the_view_within_its_budget_and_a_log_only_one_does_not(tmp_path, capsys):
+    """About 345 parts of 16 KB, each summarized by the demo model in about 510 bytes: some
+    175 KB of lines, over the 128,000-byte ceiling. Summarized as it goes, each append
+    fits the view (R19) with parents the pool built meanwhile, and compactions read a
+    compaction view near its 16-32 KB (R21, R27). Logged only, every note counts as its
+    placeholder until `compact` builds them all, and building never merges the view."""
+    source = tmp_path / "big.txt"
+    text_file(source, 5_500_000, long_lines=0.0)
+    fitted, later = tmp_path / "fitted", tmp_path / "later"
+    assert main(["--demo", "import", str(source), "--data-dir", str(fitted)]) == 0
+    assert main(["--demo", "import", str(source), "--data-dir", str(later), "--log-only"]) == 0
+    assert main(["--demo", "compact", "--data-dir", str(later)]) == 0
+    now, after = figures(fitted), figures(later)
+    assert now["messages"] == after["messages"] > 300
+    for status in (now, after):
+        assert status["unbuilt_lines"] == status["ready_merges"] == status["running"] == 0
+    assert after["view_bytes"] > 1.3 * after["ceiling"]  # the test can fail
+    assert now["view_bytes"] <= now["ceiling"]
+    assert now["view_lines"] < after["view_lines"] == after["messages"]
+    assert now["compaction_view_bytes"] <= 2 * 32_000 < after["compaction_view_bytes"] == after["view_bytes"]
+    assert now["input"] < after["input"] / 2
+    out = capsys.readouterr().out
+    assert f"every summary is built: view {now['view_bytes']:,} bytes (budget 128,000)" in out
