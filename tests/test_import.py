@@ -95,7 +95,7 @@ def test_r8_a_file_is_cut_exactly_as_one_long_text_would_be(tmp_path):
 def test_r3_an_import_logs_consecutive_notes_that_rebuild_the_file(tmp_path, capsys, way):
     chat = tmp_path / "chat"
     assert main(["note", "before the import", "--data-dir", str(chat)]) == 0
-    text = text_file(tmp_path / "memories.txt", 200_000)
+    text = text_file(tmp_path / "memories.txt", 200_000, long_lines=long_lines(way))
     assert main(["--data-dir", str(chat), "import", str(tmp_path / "memories.txt"), *way]) == 0
     out = capsys.readouterr()
     records = notes(chat)
@@ -120,7 +120,7 @@ def test_r3_an_import_logs_consecutive_notes_that_rebuild_the_file(tmp_path, cap
 @WAYS
 def test_the_same_file_imported_again_logs_nothing(tmp_path, capsys, way):
     chat = tmp_path / "chat"
-    text_file(tmp_path / "a.txt", 50_000)
+    text_file(tmp_path / "a.txt", 50_000, long_lines=long_lines(way))
     assert main(["import", str(tmp_path / "a.txt"), "--data-dir", str(chat), *way]) == 0
     before = notes(chat)
     capsys.readouterr()
@@ -134,7 +134,7 @@ def test_an_interrupted_import_goes_on_after_its_last_part_even_past_later_messa
     """The run finds where the earlier one stopped, though the chat went on since."""
     chat = tmp_path / "chat"
     source = tmp_path / "a.txt"
-    text = text_file(source, 120_000)
+    text = text_file(source, 120_000, long_lines=long_lines(way))
     digest_parts = list(parts_of(source))
     with ChatStore.open(chat, create=True) as store:  # an earlier run, then something else
         digest = hashlib.sha256(source.read_bytes()).hexdigest()
