@@ -323,3 +323,39 @@ def test_r19_a_summarized_import_leaves_the_view_within_its_budget_and_a_log_onl
     assert now["input"] < after["input"] / 2
     out = capsys.readouterr().out
     assert f"every summary is built: view {now['view_bytes']:,} bytes (budget 128,000)" in out
+
+
+def test_r30_an_import_goes_on_past_failed_summaries(tmp_path, capsys, monkeypatch):
+    """The first 24 compaction calls fail (a 404, which the SDK does not retry): the
+    first lines fail twice at the batches' appends (R30), so nothing runs while more
+    than 16 lines wait, and the planner's backlog would never shrink. The import sees
+    it, waits as a turn does (failed calls tried again every 10 s; the third builds the
+    line from its input), says each failure, and finishes with every summary built."""
+    from everchat.frontends import commands_import
+    from everchat.tools.bench.bench_pool import summary_rule
+    from everchat.tools.fakemodel import FakeModelServer, ModelNotFound
+
+    waits = []
+    real = commands_import._wait
+
+    def wait(*args):
+        waits.append(real(*args))
+        return waits[-1]
+
+    monkeypatch.setattr(commands_import, "_wait", wait)
+    chat, source = tmp_path / "chat", tmp_path / "a.txt"
+    text = text_file(source, 2 * BATCH_BYTES, long_lines=0.0)
+    with FakeModelServer(api_keys=("test-key",)) as server:
+        server.rule(summary_rule()).inject(ModelNotFound(), times=24)
+        for key, value in {"ANTHROPIC_API_KEY": "test-key", "EVERCHAT_REPLY_PROVIDER": "demo",
+                           "EVERCHAT_COMPACTION_PROVIDER": "anthropic",
+                           "EVERCHAT_COMPACTION_BASE_URL": server.base_url}.items():
+            monkeypatch.setenv(key, value)
+        assert main(["import", str(source), "--data-dir", str(chat)]) == 0
+    out = capsys.readouterr()
+    assert "every summary is built" in out.out
+    assert "everchat: warning: Summarizing 0+1 failed (1 of 3)" in out.err
+    assert commands_import._STUCK in waits  # the import saw the pool stuck and settled instead
+    assert "everchat: warning: Summarizing 0+1 failed (2 of 3)" in out.err
+    assert "".join(r.text for r in notes(chat)) == text
+    assert pending(chat) == 0
