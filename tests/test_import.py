@@ -289,6 +289,26 @@ def test_on_a_terminal_the_progress_bar_redraws_one_line():
     assert drawn.count("\n") == 1
 
 
+def test_on_a_terminal_a_warning_takes_a_line_of_its_own_above_the_bar():
+    import io
+
+    from everchat.frontends.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = Progress("importing a.txt", 2048, screen)
+    bar.update(1024, "1 notes")
+    bar.say("everchat: warning: Summarizing 0+1 failed (1 of 3): boom")
+    bar.update(1024, "1 notes")
+    line = "importing a.txt [############............]  50% 1.0 KB of 2.0 KB 1 notes"
+    assert screen.getvalue() == (f"\r{line}\r{' ' * len(line)}\r"
+                                 "everchat: warning: Summarizing 0+1 failed (1 of 3): boom\n"
+                                 f"\r{line}")
+
+
 def figures(chat: Path) -> dict:
     """The view's figures (R16) and the compactions' usage, read back from the folder."""
     from everchat.actors.chat import Chat
