@@ -337,7 +337,10 @@ def test_r19_a_summarized_import_leaves_the_view_within_its_budget_and_a_log_onl
     for status in (now, after):
         assert status["unbuilt_lines"] == status["ready_merges"] == status["running"] == 0
     assert after["view_bytes"] > 1.3 * after["ceiling"]  # the test can fail
-    assert now["view_bytes"] <= now["ceiling"]
+    # The last part is appended once every line before it is built, so its fit counts
+    # them at their size: only its own line, a placeholder then, can grow past the
+    # ceiling after it (at most "id+1|", 512 bytes and a newline), and seldom does.
+    assert now["view_bytes"] <= now["ceiling"] + len(f"{now['messages']}+1|") + 512 + 1
     assert now["view_lines"] < after["view_lines"] == after["messages"]
     assert now["compaction_view_bytes"] <= 2 * 32_000 < after["compaction_view_bytes"] == after["view_bytes"]
     assert now["input"] < after["input"] / 2
