@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
 from everchat.actors.chat import Chat
 from everchat.actors.store import ChatStore
@@ -19,18 +20,6 @@ from everchat.frontends.cli import main
 from everchat.tools.fakemodel import FakeModelServer, Reply, Text, ToolCall
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
-
-
-@pytest.fixture
-def env(tmp_path):
-    """A clean environment: no keys, Everchat's home in the test's folder."""
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
-    return dict(keep, EVERCHAT_HOME=str(tmp_path / "home"))
-
-
-def everchat(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def records(chat: Path) -> list:

@@ -5,29 +5,15 @@ usage.json; real processes, the fake model server for a keyed connection."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
+from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
 from everchat.actors.usage import USAGE_NAME, load_usage
 from everchat.frontends.cli import main
 from everchat.tools.fakemodel import FakeModelServer, Reply, Text, ToolCall
 from everchat.transport import Node, schema
-
-
-@pytest.fixture
-def env(tmp_path):
-    """A clean environment: no keys, Everchat's home in the test's folder."""
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
-    return dict(keep, EVERCHAT_HOME=str(tmp_path / "home"))
-
-
-def everchat(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def status(env: dict, chat) -> dict:

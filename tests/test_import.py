@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import fcntl
 import hashlib
+import io
 import os
 import random
 import signal
@@ -25,6 +26,7 @@ import pytest
 from everchat.actors.store import PART_BYTES, ChatStore, split_text
 from everchat.frontends.cli import main
 from everchat.frontends.commands_import import BATCH_BYTES, import_key, parts_of
+from everchat.frontends.progress import Progress
 
 # Each import runs both ways: summarized as it goes (the default, with the offline demo
 # model) and logged only, its summaries left for later.
@@ -270,15 +272,14 @@ def test_ctrl_c_is_never_taken_inside_a_commit_the_parts_in_hand_are_committed_f
     assert "".join(r.text for r in notes(chat)) == text
 
 
+class Terminal(io.StringIO):
+    """A screen the progress bar takes for a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_on_a_terminal_the_progress_bar_redraws_one_line():
-    import io
-
-    from everchat.frontends.progress import Progress
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
     screen = Terminal()
     bar = Progress("importing a.txt", 2048, screen)
     bar.update(1024, "1 notes")
@@ -290,14 +291,6 @@ def test_on_a_terminal_the_progress_bar_redraws_one_line():
 
 
 def test_on_a_terminal_a_warning_takes_a_line_of_its_own_above_the_bar():
-    import io
-
-    from everchat.frontends.progress import Progress
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
     screen = Terminal()
     bar = Progress("importing a.txt", 2048, screen)
     bar.update(1024, "1 notes")
