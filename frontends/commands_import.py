@@ -286,14 +286,14 @@ def _log_only(args: argparse.Namespace, path: Path, digest: str, size: int) -> i
 def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) -> int:
     """The default: the chat's actors run, and the pool summarizes while parts are logged."""
     from everchat.actors.store import ChatStore
-    from everchat.frontends.commands_turn import _drain_notices, _session
+    from everchat.frontends.commands_turn import drain_notices, open_session
     from everchat.transport import schema
 
     count = _Count()
     progress = Progress(f"importing {path.name}", size)
     pending = 0
     logged_all = False
-    with _session(args) as session:
+    with open_session(args) as session:
         node = session.node
         # Read-only beside the log writer (R5), which holds the lock: no part is logged
         # by anyone else meanwhile, so the resume point stays true.
@@ -327,7 +327,7 @@ def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) ->
                 if _wait(lambda: session.compact(timeout=_WAIT_SECONDS), ctrl_c, show) is _NOTED:
                     raise KeyboardInterrupt
             except TimeoutError as error:
-                _drain_notices(session, sys.stderr)
+                drain_notices(session, sys.stderr)
                 raise CommandError(f"the notes are logged, but their summaries are not all built: {error}") from None
 
         def commit(batch: list[dict], ctrl_c: threading.Event) -> None:
@@ -365,7 +365,7 @@ def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) ->
         except KeyboardInterrupt:
             # Anything not committed (after a second Ctrl-C) is read again by the next run.
             progress.finish(progress.done)
-            _drain_notices(session, sys.stderr)
+            drain_notices(session, sys.stderr)
             if not logged_all:
                 print(f"everchat: import interrupted after {count.notes} notes; run the same command "
                       "again to go on where it stopped", file=sys.stderr)
@@ -375,7 +375,7 @@ def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) ->
                       file=sys.stderr)
             return EXIT_INTERRUPTED
         status = session.status()
-        _drain_notices(session, sys.stderr)
+        drain_notices(session, sys.stderr)
     print(count.said(path))
     print(f"every summary is built: view {status['view_bytes']:,} bytes (budget {status['view_budget']:,}), "
           f"{status['messages']} messages")

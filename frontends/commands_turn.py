@@ -21,7 +21,7 @@ from pathlib import Path
 from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
                                          check_compaction_model, check_text, load_settings, open_reader)
 
-__all__ = ["run", "check_images"]
+__all__ = ["run", "check_images", "open_session", "drain_notices"]
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 _PREVIEW = 120
@@ -56,7 +56,10 @@ def _words(error: BaseException) -> str:
 
 
 @contextmanager
-def _session(args: argparse.Namespace) -> Iterator:
+def open_session(args: argparse.Namespace) -> Iterator:
+    """The chat with its actors, for a command that talks to them (ask, compact, import):
+    settings from the flags, the compaction model checked first, `--processes` honoured,
+    and any failure one line for the person (CommandError)."""
     from everchat.actors.session import ChatSession
 
     settings = load_settings(args)
@@ -138,7 +141,7 @@ def _follow(session, turn: int, out, err) -> tuple[str, bool, str]:
             return event.reason, event.incomplete, event.detail
 
 
-def _drain_notices(session, err) -> None:
+def drain_notices(session, err) -> None:
     from everchat.transport import schema
 
     while (event := session.next_event(timeout=0)) is not None:
@@ -153,7 +156,7 @@ def ask(args: argparse.Namespace) -> int:
     check_text(args.message, "the message")
     images = check_images(list(args.image))
     out, err = sys.stdout, sys.stderr
-    with _session(args) as session:
+    with open_session(args) as session:
         turn = None
         try:
             turn = session.send(args.message, images)
@@ -168,9 +171,9 @@ def ask(args: argparse.Namespace) -> int:
             try:
                 session.compact()
             except TimeoutError as error:
-                _drain_notices(session, err)
+                drain_notices(session, err)
                 raise CommandError(f"the reply is logged, but its summaries are not all built: {error}") from None
-        _drain_notices(session, err)
+        drain_notices(session, err)
     if reason != "done":
         why = {"stopped": "the turn was stopped", "round_limit": "the turn reached its tool-round limit",
                "error": "the turn failed"}.get(reason, f"the turn ended: {reason}")
@@ -186,17 +189,17 @@ def compact(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout is a number of seconds above 0, not {args.timeout:g}")
     with open_reader(args.data_dir):
         pass  # a folder without a chat fails here, clearly, instead of becoming an empty chat
-    with _session(args) as session:
+    with open_session(args) as session:
         pending = session.status()["pending"]
         if pending:
             print(f"building {pending} pending summar{'y' if pending == 1 else 'ies'} ...", file=sys.stderr)
         try:
             session.compact(timeout=args.timeout)
         except TimeoutError as error:
-            _drain_notices(session, sys.stderr)  # R30: the failures that held it up are said
+            drain_notices(session, sys.stderr)  # R30: the failures that held it up are said
             raise CommandError(f"not every summary is built: {error}") from None
         status = session.status()
-        _drain_notices(session, sys.stderr)
+        drain_notices(session, sys.stderr)
     print(f"every summary is built: {status['messages']} messages, view {status['view_bytes']} bytes "
           f"({status['failures']} failed calls retried)")
     return EXIT_OK
