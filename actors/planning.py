@@ -99,6 +99,9 @@ class Planning:
             wanted = range(self.planner.messages, wanted[-1] + 1)
         else:
             wanted = []
+        built: list[int] = []
+        texts: list[str | None] = []
+        records = []
         for i in wanted:
             line = lines.get(i) if lines else None
             if line is None:
@@ -107,8 +110,18 @@ class Planning:
             step = self.planner.add_message(size, line)
             if size > LINE_LIMIT:
                 self._leaf_lines[i] = line  # the input of its compaction (R28)
-            self._persist(step)
+            built += step.built
+            texts += step.built_texts
+            if step.batch:
+                records.append(([pair_of(up) for up in step.merged], self.planner.messages,
+                                self.planner.view.shrinking))
             steps.append(step)
+        # The group's consequences reach the disk in recovery order, each kind in one write:
+        # free nodes, then the batches' merge records (R25), then the views (R22). A crash
+        # in between leaves messages logged but not planned, which recovery plans again.
+        self._save_nodes(built, texts)
+        for merges, t, still_open in records:
+            self.store.append_merge(merges, t, still_open)
         if steps:
             self.store.save_views(*self.planner.saved_views())
         return steps
