@@ -60,6 +60,7 @@ from everchat.actors.models import (
     Usage,
 )
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
+from everchat.actors.usage import Tally
 from everchat.transport import schema
 
 __all__ = [
@@ -69,7 +70,6 @@ __all__ = [
     "ToolOutcome",
     "TurnIO",
     "TurnRunner",
-    "TurnUsage",
     "incomplete_text",
     "view_lines",
 ]
@@ -152,28 +152,6 @@ class TurnIO(Protocol):
 
 
 @dataclass
-class TurnUsage:
-    """Tokens over this run's turns."""
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    calls: int = 0
-
-    def add(self, usage: Usage) -> None:
-        self.input += usage.input
-        self.output += usage.output
-        self.cache_read += usage.cache_read
-        self.cache_write += usage.cache_write
-        self.calls += 1
-
-    def to_dict(self) -> dict:
-        return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
-                "cache_write": self.cache_write, "calls": self.calls}
-
-
-@dataclass
 class _Call:
     """What one model call gave."""
 
@@ -201,7 +179,7 @@ class TurnRunner:
         self.tool_rounds = tool_rounds
         self.timeout = timeout
         self.computers = computers
-        self.usage = TurnUsage()
+        self.usage = Tally()  # this run's turns
 
     def __repr__(self) -> str:
         return f"TurnRunner({self.model}, tool_rounds={self.tool_rounds})"
@@ -334,7 +312,7 @@ class TurnRunner:
                     call.calls.append(event)
                     call.blocks.append(ToolUseBlock(event.id, event.name, dict(event.input)))
                 elif isinstance(event, Usage):
-                    self.usage.add(event)
+                    self.usage.count(event)
                 elif isinstance(event, Stop):
                     call.stop = event
             if not call.ended and io.stopped():

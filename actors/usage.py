@@ -49,6 +49,14 @@ class Tally:
         for name in _NAMES:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
+    def count(self, usage) -> None:
+        """Add one answered call's `models.Usage`."""
+        self.input += usage.input
+        self.output += usage.output
+        self.cache_read += usage.cache_read
+        self.cache_write += usage.cache_write
+        self.calls += 1
+
     def to_dict(self) -> dict:
         return {name: getattr(self, name) for name in _NAMES}
 
