@@ -192,6 +192,10 @@ def _read_file(path: Path, explicit: bool) -> dict[str, Any]:
         return {}
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:  # P9: a binary file
+        raise ConfigError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    except RecursionError:  # P9: arrays or tables nested thousands deep
+        raise ConfigError(f"{path}: not valid TOML: it nests too deeply") from None
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error}") from None
     out: dict[str, Any] = {}

@@ -19,15 +19,17 @@ itself). A missing file is a chat that used nothing yet (or predates this file).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from everchat.actors.store._files import atomic_write, read_small
 
-__all__ = ["USAGE_NAME", "USAGE_VERSION", "ROLES", "Tally", "UsageTotals", "load_usage", "save_usage",
-           "report", "metered"]
+__all__ = ["USAGE_NAME", "USAGE_VERSION", "ROLES", "Tally", "UsageTotals", "UsageNotSaved", "load_usage",
+           "save_usage", "report", "metered"]
 
 USAGE_NAME = "usage.json"
 USAGE_VERSION = 1
@@ -115,9 +117,32 @@ def load_usage(chat: str | Path) -> UsageTotals:
     return UsageTotals(**{role: Tally.from_dict(record.get(role, {}), f"{path}: {role}") for role in ROLES})
 
 
+class UsageNotSaved(OSError):
+    """usage.json could not be replaced (the disk is full, the file or the folder cannot
+    be written). Raised by `save_usage`, with the OSError's `errno`; the message is one line
+    naming the file. Only the figures are at stake (the log never is); the totals stay in
+    memory, so a later save may still succeed."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def save_usage(chat: str | Path, totals: UsageTotals) -> None:
-    """Replace `chat`'s usage.json atomically (R4). The log writer's only."""
-    atomic_write(Path(chat) / USAGE_NAME, (json.dumps(totals.to_dict()) + "\n").encode())
+    """Replace `chat`'s usage.json atomically (R4). The log writer's only. A failure is
+    `UsageNotSaved`, and leaves no temporary file behind."""
+    path = Path(chat) / USAGE_NAME
+    try:
+        atomic_write(path, (json.dumps(totals.to_dict()) + "\n").encode())
+    except OSError as error:
+        try:
+            os.unlink(path.with_name(f".{USAGE_NAME}.tmp.{os.getpid()}"))
+        except OSError:
+            pass  # never made, or the folder refuses: the next writer's open removes it
+        if error.errno == errno.EISDIR:
+            cause = "it is a folder, not a file"
+        else:
+            cause = error.strerror or str(error)
+        raise UsageNotSaved(error.errno, f"{path} could not be saved: {cause}") from error
 
 
 def report(role: str, usage=None, failures: int = 0):

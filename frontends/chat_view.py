@@ -20,6 +20,8 @@ from typing import Any
 
 from prompt_toolkit.utils import get_cwidth
 
+from everchat.frontends.safe_text import printable
+
 __all__ = [
     "Line",
     "Transcript",
@@ -122,6 +124,12 @@ def tool_line(name: str, arguments_json: str) -> str:
     return f"{name}({inner})"
 
 
+def _visible(line: Line) -> Line:
+    """A line's fragments with their controls made visible; a `\r` that ended a row of
+    `\r\n` text is dropped (the row's end is the newline)."""
+    return tuple((style, printable(text.removesuffix("\r"))) for style, text in line)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -173,9 +181,10 @@ class Transcript:
     # -- what the terminal reads ------------------------------------------------------------
 
     def take(self) -> list[Line]:
-        """Lines finished since the last call, for the scrollback, oldest first."""
+        """Lines finished since the last call, for the scrollback, oldest first; their
+        control characters made visible (P20: stored text never drives the terminal)."""
         out, self._out = self._out, []
-        return out
+        return [_visible(line) for line in out]
 
     def live(self, rows: int = 8) -> list[Line]:
         """What is still being written: the thinking (dimmed, its last rows), tool calls
@@ -188,7 +197,7 @@ class Transcript:
             lines.append((("class:tool", _fit(f"⚙ {tool.call} …", self.width)),))
         if self._text:
             lines.extend((("class:reply", row),) for row in _rows(self._text, self.width)[-rows:])
-        return lines
+        return [_visible(line) for line in lines]
 
     # -- what the terminal writes -------------------------------------------------------------
 

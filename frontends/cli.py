@@ -16,11 +16,13 @@ models; the model flags (`--reply-model` …) override the environment and confi
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
+from everchat.frontends.commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
+from everchat.frontends.edge import person_logging, say, write_details
 
 __all__ = ["main", "default_data_dir"]
 
@@ -118,8 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     command("setup")
     serve = command("serve")
-    serve.add_argument("--tcp", action="store_true", help="with --processes: tcp with CURVE keys instead of ipc")
-    serve.add_argument("--listen", default="127.0.0.1", metavar="ADDRESS",
+    serve.add_argument("--tcp", action="store_true",
+                       help="listen on tcp with CURVE keys instead of ipc: every actor's process with --processes, "
+                            "else the chat's one process (for actors that join with `everchat actor … --join`)")
+    serve.add_argument("--listen", default=None, metavar="ADDRESS",
                        help="with --tcp: the address other hosts dial to reach the actors (default 127.0.0.1)")
     serve.add_argument("--workers", type=int, default=2, help="compactor workers, 1 to 8 (R31)")
     serve.add_argument("--remote", action="append", default=[], metavar="NAME",
@@ -139,30 +143,36 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one `everchat` command line; returns the exit status."""
+    """Run one `everchat` command line; returns the exit status. Every failure is one
+    line on stderr (P9): a traceback goes to a log file, never to the terminal."""
     try:
         args = _parser().parse_args(argv)
     except UsageError as error:
-        print(f"everchat: {error}", file=sys.stderr)
+        say(f"everchat: {error}")
         return EXIT_USAGE
     except SystemExit as done:  # --help
         return int(done.code or 0)
     if getattr(args, "data_dir", None) is None:
         args.data_dir = default_data_dir()
     args.data_dir = args.data_dir.expanduser()
-    try:
-        return _dispatch(args)
-    except CommandError as error:
-        print(f"everchat: {error}", file=sys.stderr)
-        return error.status
-    except KeyboardInterrupt:
-        print("everchat: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader left (`everchat view | head`): not an error of ours; keep the
-        # interpreter from complaining again when it flushes stdout at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+    command = f"everchat {args.command or 'chat'}"
+    with person_logging(command):
+        try:
+            return _dispatch(args)
+        except CommandError as error:
+            say(f"everchat: {error}")
+            return error.status
+        except KeyboardInterrupt:
+            say("everchat: interrupted")
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:
+            # The reader left (`everchat view | head`): not an error of ours; keep the
+            # interpreter from complaining again when it flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
+        except Exception as error:  # the safety net: a bug is one line; its traceback goes to a file
+            say(f"everchat: internal error: {type(error).__name__}: {error} ({write_details(error, command)})")
+            return EXIT_FAILED
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -189,7 +199,77 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands_turn.run(command, args)
     if command == "chat":
         return _terminal(args)
-    return _run_actors(args, args.data_dir)
+    return _host_actors(args)
+
+
+def _check_serve(args: argparse.Namespace) -> None:
+    """`serve`'s flags and folder, before anything starts (P9, P17)."""
+    if args.listen is not None and not args.tcp:
+        raise UsageError("--listen goes with --tcp: without it the actors talk over ipc sockets in the chat folder, "
+                         "which listen on no address")
+    if args.listen is None:
+        args.listen = "127.0.0.1"
+    if args.data_dir.exists() and not args.data_dir.is_dir():
+        raise CommandError(f"cannot serve the chat in {args.data_dir}: it is a file, not a folder")
+
+
+class _RefusedKey(logging.Filter):
+    """`actor --join`: notices the supervisor refusing this actor's CURVE key (the
+    transport's handshake warning), which the command's last line then says instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(str(arg) == "HANDSHAKE_FAILED_AUTH" for arg in record.args):
+            self.seen = True
+            return False
+        return True
+
+
+def _host_actors(args: argparse.Namespace) -> int:
+    """`serve`, `actor`, `ops`: their failures in words (P9): a folder that is a file, an
+    address of another host, a key the chat refused, actors that did not start."""
+    import zmq
+
+    from everchat.frontends.commands import os_error_words
+    from everchat.transport import PeerLost, TransportError
+
+    if args.command == "serve":
+        _check_serve(args)
+    refused = _RefusedKey()
+    transport_log = logging.getLogger("everchat.transport")
+    transport_log.addFilter(refused)
+    try:
+        return _run_actors(args, args.data_dir)
+    except zmq.ZMQError as error:
+        address = args.bind if args.command == "actor" else getattr(args, "listen", None)
+        if error.errno in (zmq.EADDRNOTAVAIL, zmq.EADDRINUSE) and args.command == "serve":
+            raise CommandError(f"cannot listen on {address}: {zmq.strerror(error.errno)}; --listen names an address of "
+                               "this host, which other hosts dial") from None
+        raise CommandError(f"the chat's sockets failed at {address}: {zmq.strerror(error.errno)}") from None
+    except (TimeoutError, TransportError) as error:
+        if args.command == "actor" and isinstance(error, PeerLost):
+            raise CommandError(_join_failed(args, error, refused.seen)) from None
+        raise CommandError(f"the chat in {args.data_dir} did not start: {error}") from None
+    except OSError as error:
+        raise CommandError(f"cannot {args.command} the chat in {args.data_dir}: {os_error_words(error)}") from None
+    finally:
+        transport_log.removeFilter(refused)
+
+
+def _join_failed(args: argparse.Namespace, error: Exception, refused: bool) -> str:
+    endpoint = args.join.split(";")[0]
+    if not refused:
+        return f"{args.name} could not join the chat at {endpoint}: {error}"
+    from everchat.transport import KeyStore
+
+    keys = args.keys or args.data_dir / "config"
+    public = KeyStore(keys).ensure(args.name).public.decode()
+    return (f"{args.name} could not join the chat at {endpoint}: the chat refused this actor's key; add the line "
+            f"'{public} {args.name}' to config/keys/authorized_keys in the chat's folder on its host "
+            "(no restart needed), then run this command again")
 
 
 def _terminal(args: argparse.Namespace) -> int:

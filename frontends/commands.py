@@ -7,9 +7,14 @@ Exceptions from the actors become words here and only here (the CLI prints
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = [
     "EXIT_OK",
@@ -25,6 +30,9 @@ __all__ = [
     "check_text",
     "check_compaction_model",
     "placement_of",
+    "os_error_words",
+    "regular_file",
+    "open_regular",
 ]
 
 EXIT_OK = 0
@@ -96,6 +104,87 @@ def check_text(text: str, what: str) -> str:
     return text
 
 
+_TEMPORARY = re.compile(r"^\.(.+)\.tmp\.\d+$")  # atomic_write's `.<name>.tmp.<pid>`
+
+
+def _named(filename) -> Path | None:
+    """The file an OSError is about; a temporary file is named as the file it replaces."""
+    if filename is None:
+        return None
+    path = Path(os.fsdecode(filename))
+    temporary = _TEMPORARY.match(path.name)
+    return path.with_name(temporary[1]) if temporary else path
+
+
+def os_error_words(error: OSError) -> str:
+    """An OSError as words for the person: the file it is about, then the cause
+    (`/c/writer.lock is a folder, not a file`, `/x is a file, not a folder`,
+    `/c/chat.json: No space left on device`)."""
+    path = _named(error.filename2 if error.filename2 is not None and error.errno in (errno.EPERM, errno.EACCES)
+                  else error.filename)
+    cause = error.strerror or str(error) or type(error).__name__
+    if path is None:
+        return cause
+    if error.errno == errno.EISDIR:
+        return f"{path} is a folder, not a file"
+    if error.errno == errno.ENOTDIR:
+        for above in (path, *path.parents):
+            if os.path.lexists(above) and not above.is_dir():
+                return f"{above} is a file, not a folder"
+    return f"{path}: {cause}"
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: Path, mode: int, what: str) -> UsageError:
+    kind = next((words for test, words in _KINDS if test(mode)), "not a regular file")
+    article = "an" if what[:1].lower() in "aeiou" else "a"
+    return UsageError(f"{path} is {kind}, not {article} {what}")
+
+
+def _read_error(path: Path, error: OSError, what: str) -> UsageError:
+    if isinstance(error, FileNotFoundError):
+        return UsageError(f"{path}: no such {what}")
+    return UsageError(f"cannot read {path}: {error.strerror or error}")
+
+
+def regular_file(path: Path, what: str) -> Path:
+    """`path` when it names a regular file (a symlink to one is fine); otherwise a
+    UsageError in words: `PATH: no such image`, `PATH is a folder, not an image`, `PATH is
+    a named pipe (FIFO), not a text file`. Checked before anything is opened: a FIFO or a
+    device (/dev/zero) as an input would hang or never end (P17). `what` is the noun the
+    command expects ("image", "text file")."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise _read_error(path, error, what) from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode, what)
+    return path
+
+
+def open_regular(path: Path, what: str) -> BinaryIO:
+    """`path` opened for reading in binary, after `regular_file`'s check, and checked again
+    on the open file: it is opened without blocking (a FIFO swapped in meanwhile cannot
+    hang the open) and refused unless it is still a regular file."""
+    regular_file(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise _read_error(path, error, what) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode, what)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _store_error(error: Exception, path: Path) -> CommandError:
     from everchat.actors.store import ChatLocked, NotAChat
 
@@ -121,11 +210,15 @@ def open_reader(path: Path) -> Iterator:
         chat = Chat.open(path, writer=False)
     except StoreError as error:
         raise _store_error(error, path) from None
+    except OSError as error:
+        raise CommandError(f"cannot open the chat in {path}: {os_error_words(error)}") from None
     with chat:
         try:
             yield chat
         except StoreError as error:
             raise _store_error(error, path) from None
+        except OSError as error:
+            raise CommandError(f"cannot read the chat in {path}: {os_error_words(error)}") from None
 
 
 @contextmanager
@@ -138,11 +231,15 @@ def open_writer(path: Path) -> Iterator:
         chat = Chat.open(path, create=True)
     except StoreError as error:
         raise _store_error(error, path) from None
+    except OSError as error:  # the folder or a file of it cannot be made, opened or written
+        raise CommandError(f"cannot open the chat in {path}: {os_error_words(error)}") from None
     with chat:
         try:
             yield chat
         except StoreError as error:
             raise _store_error(error, path) from None
+        except OSError as error:
+            raise CommandError(f"writing to the chat in {path} failed: {os_error_words(error)}") from None
 
 
 def placement_of(args: argparse.Namespace, settings):

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, open_reader, parse_id
+from everchat.frontends.safe_text import printable
 
 __all__ = ["run", "parse_zoom", "folder_status", "live_status"]
 
@@ -169,17 +170,19 @@ def run(command: str, args: argparse.Namespace) -> int:
     zoom = parse_zoom(args.id, args.n, args.page) if command == "zoom" else None
     day = parse_id(args.id) if command == "date" else None
     from everchat.actors.chat import ZoomError
+    from everchat.actors.memory import PlannerError
 
     with open_reader(args.data_dir) as chat:
         try:
+            # P20: stored text is printed with its control characters made visible.
             if command == "view":
-                print(chat.render_view())
+                print(printable(chat.render_view()))
             elif command == "zoom" and isinstance(zoom[0], str):
-                print(_transcript(chat, zoom[0], zoom[2]))
+                print(printable(_transcript(chat, zoom[0], zoom[2])))
             elif command == "zoom":
-                print(chat.zoom(*zoom))
+                print(printable(chat.zoom(*zoom)))
             elif command == "date":
-                print(chat.date(day))
+                print(printable(chat.date(day)))
             elif command == "status":
                 figures = folder_status(chat, args.data_dir)
                 live = live_status(args.data_dir)
@@ -193,4 +196,7 @@ def run(command: str, args: argparse.Namespace) -> int:
                 print(json.dumps({"ok": True, **report}))
         except ZoomError as error:
             raise UsageError(str(error)) from None
+        except PlannerError as error:  # P9: T7, P1: merge records that do not fold (R25)
+            raise CommandError(f"the merge records in {args.data_dir / 'tree'} do not fold into a view: {error}") \
+                from None
     return EXIT_OK

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
-                                         check_compaction_model, check_text, load_settings, open_reader)
+                                         check_compaction_model, check_text, load_settings, open_reader,
+                                         open_regular, os_error_words)
+from everchat.frontends.edge import hold_log_lines
+from everchat.frontends.safe_text import printable
 
-__all__ = ["run", "check_images", "open_session", "drain_notices"]
+__all__ = ["run", "check_images", "open_session", "drain_notices", "probe", "why_not_open"]
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 _PREVIEW = 120
@@ -33,18 +37,14 @@ def check_images(paths: list[Path]) -> list[Path]:
     from everchat.actors.store._assets import image_type
 
     for path in paths:
-        try:
-            size = path.stat().st_size
+        with open_regular(path, "image") as file:  # P17: a FIFO or a device is refused, never read
+            size = os.fstat(file.fileno()).st_size
             if size > MAX_IMAGE_BYTES:
                 raise UsageError(f"{path} is {size:,} bytes; an image is at most 5 MB (R9)")
-            with open(path, "rb") as file:
+            try:
                 head = file.read(64)
-        except FileNotFoundError:
-            raise UsageError(f"{path}: no such image") from None
-        except IsADirectoryError:
-            raise UsageError(f"{path} is a folder, not an image") from None
-        except OSError as error:
-            raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+            except OSError as error:
+                raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
         if image_type(head) is None:
             raise UsageError(f"{path} is not a PNG, JPEG, GIF or WebP image (R9)")
     return paths
@@ -64,13 +64,17 @@ def open_session(args: argparse.Namespace) -> Iterator:
 
     settings = load_settings(args)
     check_compaction_model(settings)
-    try:
-        from everchat.frontends.commands import placement_of
+    probe(settings.chat_dir)
+    with hold_log_lines() as held:  # an actor failing at its start is said once, in the line below
+        try:
+            from everchat.frontends.commands import placement_of
 
-        session = ChatSession.open(settings, placement=placement_of(args, settings))
-    except Exception as error:  # the edge: a chat that cannot open is one line for the person
-        _explain_lock(settings.chat_dir)
-        raise CommandError(f"cannot open the chat in {settings.chat_dir}: {_words(error)}") from None
+            session = ChatSession.open(settings, placement=placement_of(args, settings))
+        except Exception as error:  # the edge: a chat that cannot open is one line for the person
+            why = why_not_open(settings.chat_dir, error)
+            details = f" ({held.details})" if held.details else ""
+            raise CommandError(f"cannot open the chat in {settings.chat_dir}: {why}{details}") from None
+    held.say()
     try:
         yield session
     except (CommandError, BrokenPipeError):  # the reader left (`everchat ask … | head`): the CLI's to handle
@@ -81,8 +85,90 @@ def open_session(args: argparse.Namespace) -> Iterator:
         session.close()
 
 
+@contextmanager
+def _quiet_store() -> Iterator:
+    """The store's warnings (an index rebuilt, a torn line skipped) are said by the chat's
+    own open; a look before it must not say them twice. Used before any actor runs."""
+    import logging
+
+    store_log = logging.getLogger("everchat.store")
+    before = store_log.disabled
+    store_log.disabled = True
+    try:
+        yield
+    finally:
+        store_log.disabled = before
+
+
+def _folder_fault(chat: Path) -> str | None:
+    """What is wrong with the chat folder itself, as a reader sees it (R5: no lock, no byte
+    written): a CorruptRecord names the file and the byte offset. None when it opens, or
+    when there is no chat yet (the session makes one)."""
+    from everchat.actors.chat import Chat
+    from everchat.actors.store import NotAChat, StoreError
+
+    try:
+        with _quiet_store():
+            Chat.open(chat, writer=False).close()
+    except NotAChat:
+        return None
+    except StoreError as error:
+        return str(error)
+    except OSError as error:
+        return os_error_words(error)
+    return None
+
+
+def probe(chat: Path) -> None:
+    """P10: before any actor starts, a chat folder that a reader cannot open is named in
+    one line (the file and the byte offset), instead of an actor failing to start and
+    the command saying only that an actor stopped."""
+    fault = _folder_fault(chat)
+    if fault is not None:
+        raise CommandError(f"cannot open the chat in {chat}: {fault}")
+
+
+def _draft_fault(chat: Path) -> str | None:
+    """A draft (R37) the log writer cannot read stops it at its start (P2)."""
+    from everchat.actors.drafts import DRAFT_NAME, load_draft
+
+    path = chat / DRAFT_NAME
+    try:
+        load_draft(chat)
+    except UnicodeDecodeError:
+        return f"{path}: not JSON text; not a draft Everchat can read (move it aside to open the chat)"
+    except json.JSONDecodeError as error:
+        return f"{path}: byte {error.pos}: not valid JSON; not a draft Everchat can read (move it aside to open the chat)"
+    except ValueError as error:
+        return f"{error} (move it aside to open the chat)"
+    except OSError as error:
+        return os_error_words(error)
+    return None
+
+
+def why_not_open(chat: Path, error: BaseException) -> str:
+    """Why the chat's actors did not start, in words: the folder's own damage first (an
+    actor that failed at its start is only `ActorStopped` or a timeout to us), then a
+    draft that cannot be read, then another process holding the lock (R5), else the
+    error itself."""
+    from everchat.actors.store import ChatLocked, StoreError
+
+    if isinstance(error, ChatLocked):
+        _explain_lock(chat)  # held by another process: who, and what to do meanwhile
+    if isinstance(error, StoreError):  # the store's own words already name the file
+        return _words(error)
+    fault = _folder_fault(chat) or _draft_fault(chat)
+    if fault is not None:
+        return fault
+    _explain_lock(chat)
+    return _words(error)
+
+
 def _explain_lock(chat: Path) -> None:
-    """After a failed open: when another process holds the chat (R5), say who."""
+    """After a failed open: when another process holds the chat (R5), say who. A lock this
+    process still holds (its own failed log writer, P2) is not another's: nothing to say."""
+    import socket
+
     from everchat.actors.store import ChatLocked
     from everchat.actors.store._lock import WriterLock
 
@@ -92,6 +178,8 @@ def _explain_lock(chat: Path) -> None:
     try:
         lock.acquire()
     except ChatLocked as error:
+        if error.pid == os.getpid() and error.host in (None, socket.gethostname()):
+            return
         raise CommandError(f"{error}; close that chat first (read-only commands such as `view` "
                            "and `status` work meanwhile)") from None
     except OSError:
@@ -119,20 +207,20 @@ def _follow(session, turn: int, out, err) -> tuple[str, bool, str]:
         if event is None:
             continue
         if isinstance(event, schema.Notice):
-            err.write(f"everchat: {event.level}: {event.text}\n")
+            err.write(printable(f"everchat: {event.level}: {event.text}") + "\n")
             err.flush()
             continue
         if getattr(event, "turn", turn) != turn:
             continue
         if isinstance(event, schema.TurnText):
-            out.write(event.text)
+            out.write(printable(event.text))  # P20: a reply cannot drive the terminal
             out.flush()
             at_line_start = event.text.endswith("\n") if event.text else at_line_start
         elif isinstance(event, schema.TurnToolCall):
-            err.write(f"· {event.name}({_call(event.arguments_json)})\n")
+            err.write(printable(f"· {event.name}({_call(event.arguments_json)})") + "\n")
             err.flush()
         elif isinstance(event, schema.TurnToolResult) and event.is_error:
-            err.write(f"  ! {event.preview[:_PREVIEW]}\n")
+            err.write(printable(f"  ! {event.preview[:_PREVIEW]}") + "\n")
             err.flush()
         elif isinstance(event, schema.TurnEnded):
             if not at_line_start:
@@ -146,7 +234,7 @@ def drain_notices(session, err) -> None:
 
     while (event := session.next_event(timeout=0)) is not None:
         if isinstance(event, schema.Notice):
-            err.write(f"everchat: {event.level}: {event.text}\n")
+            err.write(printable(f"everchat: {event.level}: {event.text}") + "\n")
     err.flush()
 
 

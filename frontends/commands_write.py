@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from everchat.frontends.commands import EXIT_OK, UsageError, check_text, open_writer
+from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, check_text, open_writer, os_error_words
 
 __all__ = ["note", "describe_ids"]
 
@@ -19,8 +19,15 @@ def describe_ids(ids: list[int]) -> str:
     return f"message {ids[0]}" if len(ids) == 1 else f"messages {ids[0]}-{ids[-1]}"
 
 
+def _logged_but(ids: list[int], cause: BaseException) -> CommandError:
+    """P7: the note is in the log, only the view was not saved; a retry would log it twice."""
+    words = os_error_words(cause) if isinstance(cause, OSError) else str(cause)
+    return CommandError(f"logged as {describe_ids(ids)}, but saving the view failed: {words}; the next open "
+                        "recovers it (do not retry, it would log the note twice)")
+
+
 def note(args: argparse.Namespace) -> int:
-    from everchat.actors.store import BadInput
+    from everchat.actors.store import BadInput, StoreError
 
     try:
         text = sys.stdin.read() if args.text == "-" else args.text
@@ -30,9 +37,15 @@ def note(args: argparse.Namespace) -> int:
         raise UsageError("a note needs some text")
     check_text(text, "the note")  # before the folder is touched: a refused note makes no chat
     with open_writer(args.data_dir) as chat:
+        before = chat.store.message_count
         try:
             ids, _ = chat.add("note", text)
         except BadInput as error:
             raise UsageError(str(error)) from None
+        except (StoreError, OSError) as error:
+            after = chat.store.message_count
+            if after > before:  # logged, then planning or saving the view failed
+                raise _logged_but(list(range(before, after)), error) from None
+            raise
     print(f"logged {describe_ids(ids)}")
     return EXIT_OK

@@ -1,0 +1,165 @@
+"""Where the CLI meets the person: one line each on stderr, tracebacks in a file (P9, P10).
+
+- `say(text)`: one line on stderr, its control characters made visible (P20).
+- `person_logging(command)`: while a command runs, log records reach stderr as
+  `everchat: warning: <text>` (one line; an object that names a folder in its repr,
+  such as the store's `<ChatStore /path reader pid=… T=0>`, is shown as its folder). A
+  record with a traceback shows the error's type and text, and the traceback goes to the
+  details file. `EVERCHAT_LOG_LEVEL` (default WARNING) says how much is shown.
+- `hold_log_lines()`: holds those lines back while a step runs whose failure is said
+  in one line of its own (the chat's actors starting).
+- `write_details(error, command)`: appends the traceback of an error nobody expected to
+  `$EVERCHAT_HOME/logs/errors.log` (else `~/.everchat/logs/errors.log`; else a file in
+  the temporary folder) and returns `details in <file>` for the one line.
+
+The details file lives in Everchat's home, not in a chat folder: read-only commands never
+write to the chat (R5), and a chat folder that cannot be written is a common cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+from everchat.frontends.safe_text import printable
+
+__all__ = ["say", "person_logging", "hold_log_lines", "Held", "write_details", "details_file"]
+
+def say(text: str) -> None:
+    """`text` as one line on stderr (newlines become spaces; controls are shown, P20)."""
+    sys.stderr.write(printable(text).replace("\n", " ") + "\n")
+    sys.stderr.flush()
+
+
+def details_file() -> Path:
+    """Where tracebacks go: `logs/errors.log` in Everchat's home."""
+    home = os.environ.get("EVERCHAT_HOME")
+    return (Path(home) if home else Path.home() / ".everchat") / "logs" / "errors.log"
+
+
+def _append(path: Path, text: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as file:
+        file.write(text)
+
+
+def write_details(error: BaseException, context: str) -> str:
+    """Append `error`'s traceback to the details file under a line naming `context` (the
+    command); returns `details in <file>` (or, when no file can be written, why there
+    are no details)."""
+    stamp = datetime.now().astimezone().isoformat(timespec="seconds")
+    header = f"--- {stamp} pid {os.getpid()}: {context}\n"
+    text = header + "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    candidates = []
+    try:
+        candidates.append(details_file())
+    except RuntimeError:  # no home directory to be found
+        pass
+    candidates.append(Path(tempfile.gettempdir()) / f"everchat-{os.getuid()}-errors.log")
+    problem = None
+    for path in candidates:
+        try:
+            _append(path, text)
+            return f"details in {path}"
+        except OSError as failure:
+            problem = failure
+    return f"no details: the log file cannot be written: {problem}"
+
+
+def _plain(arg: object) -> object:
+    """An argument of a log message as a person reads it: an object whose repr is an
+    identity in angle brackets and that has a folder (`path`) is shown as that folder."""
+    if isinstance(arg, (str, int, float, bytes, Path, BaseException)) or arg is None:
+        return arg
+    path = getattr(arg, "path", None)
+    if isinstance(path, (str, Path)) and repr(arg).startswith("<"):
+        return str(path)
+    return arg
+
+
+class Held:
+    """Log lines held back (see `hold_log_lines`): `lines` to say, and `details`, the
+    `details in <file>` of the last traceback among them (None without one)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.details: str | None = None
+
+    def say(self) -> None:
+        for line in self.lines:
+            say(line)
+        self.lines = []
+
+
+class PersonHandler(logging.Handler):
+    """Log records as one line each on the current stderr: `everchat: <level>: <text>`;
+    `command` heads a traceback in the details file. While `held` is set, lines go there."""
+
+    def __init__(self, level: int, command: str) -> None:
+        super().__init__(level)
+        self.command = command
+        self.held: Held | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            args = record.args
+            if isinstance(args, tuple):
+                args = tuple(_plain(arg) for arg in args)
+            text = str(record.msg) % args if args else str(record.msg)
+            details = None
+            if record.exc_info and record.exc_info[1] is not None:
+                error = record.exc_info[1]
+                details = write_details(error, f"{self.command}: {text}")
+                text = f"{text.rstrip(': ')}: {type(error).__name__}: {error} ({details})"
+            line = f"everchat: {record.levelname.lower()}: {text}"
+            held = self.held
+            if held is None:
+                say(line)
+                return
+            held.lines.append(line)
+            held.details = details or held.details
+        except Exception:  # logging's own rule: a broken record is reported, never raised
+            self.handleError(record)
+
+
+@contextmanager
+def hold_log_lines() -> Iterator[Held]:
+    """Log lines said while this runs are held back (their tracebacks are still written to
+    the details file): a step whose failure is then said in one line of its own (an actor
+    that failed at its start) need not say it twice. `Held.say()` prints them after all.
+    Does nothing visible when the CLI's logging is not set up (a test calling in)."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, PersonHandler)]
+    held = Held()
+    for handler in handlers:
+        handler.held = held
+    try:
+        yield held
+    finally:
+        for handler in handlers:
+            handler.held = None
+
+
+@contextmanager
+def person_logging(command: str) -> Iterator[PersonHandler]:
+    """While `command` (`everchat view`) runs, log records (this process's actors' included) reach the
+    person as `everchat: <level>: <text>`, never as tracebacks."""
+    level = getattr(logging, os.environ.get("EVERCHAT_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
+    root = logging.getLogger()
+    handler = PersonHandler(level, command)
+    before = root.level
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > level:
+        root.setLevel(level)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before)
