@@ -16,6 +16,18 @@ small listener actor in the supervisor's node that subscribes to the turn runner
 `zoom` and `date` read through the log writer (`turns.MemoryTools`, the same code the
 model's tools run).
 
+P4: the supervisor restarts an actor process that dies (kill -9, a crash), so every ask
+the session makes goes through one retry policy (`_ask`): when the answer is that the
+actor was lost (`PeerLost`, `ActorStopped`, or the same relayed by the actor it asked,
+or a timeout while it died), the session waits until the supervisor runs it again and
+repeats the request, for up to `RESTART_SECONDS` per loss. Only idempotent requests are
+made this way: appends carry keys (the store answers a resent key with the ids it gave
+it), `UserInput` too (the turn runner logs it with its key), and the rest read or wait
+(`CountMessages`, `SettleView`, `PoolIdle`, `WaitBacklog`, `PlannerStatus`,
+`TurnStatus`, reads). An actor the supervisor gave up on ends the request with `GaveUp`,
+one line naming it. The import asks through `append_many`, `count_messages` and
+`wait_backlog`.
+
 Events (all in `transport.schema`, `turn` = the id of the user message that opened it):
 `TurnStarted(turn)`, `TurnText(turn, text)`, `TurnThinking(turn, text)`,
 `TurnThinkingDone(turn)`, `TurnToolCall(turn, call_id, name, arguments_json)`,
@@ -38,7 +50,7 @@ from pathlib import Path
 from everchat.actors.planning import ZoomError
 from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools
-from everchat.transport import Actor, TransportError, schema
+from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, RemoteError, TransportError, schema
 
 __all__ = ["ChatSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]
 
@@ -52,6 +64,21 @@ log = logging.getLogger("everchat.session")
 
 _ASK_SECONDS = 30.0
 _sessions = itertools.count(1)
+
+RESTART_SECONDS = 120.0
+"""How long one request waits for a lost actor to run again (the supervisor's backoff
+is at most 5 s; a restarted planner first recovers from the folder)."""
+_GRACE_SECONDS = 2.0  # a loss with every actor still up: how long to look for it going down
+_BLIND_REPEATS = 3  # repeats per request after losses that no restart explained
+_POLL_SECONDS = 0.05
+
+_NEEDS = {  # whom an actor asks while it answers: losing any of them fails the request
+    "log_writer": ("log_writer",),
+    "planner": ("planner", "log_writer"),
+    "turn_runner": ("turn_runner", "planner", "log_writer"),
+}
+_LOST = (PeerLost, ActorStopped, AskTimeout)
+_LOST_KINDS = frozenset(cls.__name__ for cls in _LOST)  # the same, relayed by the actor asked
 
 
 class _Listener(Actor):
@@ -90,6 +117,23 @@ def _check_lock(chat: Path) -> None:
     ChatStore.open(chat, create=True).close()
 
 
+def _lost(error: TransportError) -> bool:
+    """The target, or an actor it asked on our behalf, was lost (or may have been)."""
+    if isinstance(error, RemoteError):
+        return error.kind in _LOST_KINDS
+    return isinstance(error, _LOST)
+
+
+class _Retrying:
+    """A node whose `ask` follows the session's retry policy (for `AskReader`)."""
+
+    def __init__(self, session: "ChatSession") -> None:
+        self.session = session
+
+    def ask(self, target: str, msg: schema.Message, timeout: float) -> schema.Message:
+        return self.session._ask(target, msg, timeout)
+
+
 class ChatSession:
     """One open chat with its actors running. Methods are safe to call from any one thread
     at a time (a front end's loop); `stop` may be called from another thread (Ctrl-C)."""
@@ -104,7 +148,7 @@ class ChatSession:
         self.node.host(self.listener, _Listener, self.events, self.counts)
         for topic in ("turn", "failed"):
             self.node.subscribe(topic, self.listener)
-        self.memory = MemoryTools(AskReader(self.node))
+        self.memory = MemoryTools(AskReader(_Retrying(self)))
         self._closed = False
 
     def __repr__(self) -> str:
@@ -149,6 +193,82 @@ class ChatSession:
         # there, and the first ask says so (ActorStopped, with the log naming why).
         self.node.ask("log_writer", schema.CountMessages(), timeout=_ASK_SECONDS)
 
+    # -- asking across restarts (P4) ------------------------------------------------------
+
+    def _ask(self, target: str, msg: schema.Message, timeout: float) -> schema.Message:
+        """`node.ask(target, msg, timeout)`, repeated (`_repeat`) when the actor is lost
+        and the supervisor runs it again. Only for idempotent requests (module docstring)."""
+        return self._repeat(target, lambda: self.node.ask(target, msg, timeout=timeout))
+
+    def _repeat(self, target: str, attempt):
+        """`attempt()`, repeated after each loss of `target` (or of an actor it asks on
+        our behalf, `_NEEDS`) once the supervisor runs every one of them again. Gives up
+        with `GaveUp` when the supervisor did, and with the loss itself when nothing runs
+        again within `RESTART_SECONDS` or losses come that no restart explains."""
+        needs = _NEEDS.get(target, (target,))
+        blind = 0
+        while True:
+            seen = self._incarnations(needs)
+            try:
+                return attempt()
+            except TransportError as error:
+                if not _lost(error) or self._stopping():
+                    raise
+                restarted = self._await_running(target, needs, seen, error)
+                if not restarted:
+                    if isinstance(error, AskTimeout) or blind >= _BLIND_REPEATS:
+                        raise  # a timeout of a live actor is a timeout
+                    blind += 1
+                log.info("%s: %s was lost (%s); asking again", self, target, error)
+
+    def _stopping(self) -> bool:
+        """We are closing: a stopped actor is no loss then."""
+        stopping = getattr(self.supervisor, "_stopping", None)
+        return self._closed or (stopping is not None and stopping.is_set())
+
+    def _incarnations(self, names) -> dict:
+        """Which run of each actor serves us now: (restarts, pid)."""
+        children = self.supervisor.children
+        return {name: (children[name].restarts, children[name].pid) for name in names if name in children}
+
+    def _running(self, name: str) -> bool:
+        """The supervisor's actor `name` runs and has registered (GaveUp if it gave up)."""
+        from everchat.actors.supervisor import GaveUp
+
+        child = self.supervisor.children.get(name)
+        if child is None:
+            return True  # not the supervisor's to restart
+        if child.gave_up:
+            raise GaveUp(f"{child.gave_up} (the chat cannot go on without it)")
+        if not child.registered.is_set():
+            return False
+        placement = self.supervisor.placement
+        if name in placement.remote:
+            return True  # joined from elsewhere: the supervisor does not restart it
+        if placement.mode == "single":
+            return child.ref is not None and child.ref.is_alive()
+        process = child.process
+        return process is not None and process.poll() is None and child.pid == process.pid
+
+    def _await_running(self, target: str, needs, seen: dict, error: TransportError) -> bool:
+        """After a loss: wait until every actor in `needs` runs; True if any of them was
+        restarted since `seen`, False if all kept running unchanged for a grace period (the
+        loss was not a crash, or one not noticed yet). PeerLost after RESTART_SECONDS."""
+        start = time.monotonic()
+        while True:
+            down = [name for name in needs if not self._running(name)]
+            if not down:
+                if self._incarnations(needs) != seen:
+                    return True
+                if time.monotonic() - start >= _GRACE_SECONDS:
+                    return False
+            if self._stopping():
+                raise error
+            if time.monotonic() - start >= RESTART_SECONDS:
+                raise PeerLost(f"{self}: {', '.join(down)} did not run again within {RESTART_SECONDS:g} s "
+                               f"after asking {target!r} failed: {error}")
+            time.sleep(_POLL_SECONDS)  # polling the supervisor's view of its children
+
     # -- turns -----------------------------------------------------------------------
 
     def send(self, text: str, images: Sequence[Path] = ()) -> int:
@@ -156,16 +276,17 @@ class ChatSession:
         the message is logged at once and handed to the call between tool calls; otherwise
         a fresh turn starts: its view is rendered (and settled, up to `settle_timeout`)
         before the message is logged, so this may wait that long."""
-        digests = [self.node.ask("log_writer", schema.PutAsset(data=Path(path).read_bytes()),
-                                 timeout=_ASK_SECONDS).digest for path in images]
+        digests = [self._ask("log_writer", schema.PutAsset(data=Path(path).read_bytes()),
+                             timeout=_ASK_SECONDS).digest for path in images]
+        # Keyed: repeated after a lost actor, the message is still logged once.
         msg = schema.UserInput(text=text, images=digests, key=f"input-{uuid.uuid4().hex}")
-        reply = self.node.ask("turn_runner", msg, timeout=self.settings.settle_timeout + 2 * _ASK_SECONDS)
+        reply = self._ask("turn_runner", msg, timeout=self.settings.settle_timeout + 2 * _ASK_SECONDS)
         return reply.ids[0]
 
     def stop(self) -> None:
         """/stop, Ctrl-C: end the running call. What was streamed is kept, logged marked
         incomplete (R37); the chat is ready for the next input. No turn: nothing happens."""
-        self.node.ask("turn_runner", schema.StopTurn(), timeout=_ASK_SECONDS)
+        self._ask("turn_runner", schema.StopTurn(), timeout=_ASK_SECONDS)
 
     def next_event(self, timeout: float | None = None) -> TurnEvent | None:
         """The next turn event or notice, in order; None after `timeout` seconds."""
@@ -177,7 +298,22 @@ class ChatSession:
     # -- memory ----------------------------------------------------------------------
 
     def _planner_state(self) -> schema.PlannerState:
-        return self.node.ask("planner", schema.PlannerStatus(), timeout=_ASK_SECONDS)
+        return self._ask("planner", schema.PlannerStatus(), timeout=_ASK_SECONDS)
+
+    def count_messages(self) -> int:
+        """How many messages the chat has logged."""
+        return self._ask("log_writer", schema.CountMessages(), timeout=_ASK_SECONDS).messages
+
+    def append_many(self, items: Sequence[schema.Append], timeout: float = _ASK_SECONDS) -> list[list[int]]:
+        """Log `items` (each keyed) in one write; their id lists, in order. A part whose
+        key was logged before gets the ids it has (also when this is a repeat after a
+        lost log writer), so its first id lies before `count_messages()` of the call."""
+        return self._ask("log_writer", schema.AppendMany(items=list(items)), timeout=timeout).ids
+
+    def wait_backlog(self, at_most: int, timeout: float) -> schema.Idle:
+        """Once at most `at_most` compactions are ready but not handed out (a bulk
+        import's flow control); `Idle` says how many run and wait."""
+        return self._ask("planner", schema.WaitBacklog(at_most=at_most), timeout=timeout)
 
     def status(self) -> dict:
         """messages, view_bytes, view_budget, pending (unbuilt lines), failures (compaction
@@ -185,7 +321,7 @@ class ChatSession:
         before it is logged or without a turn), cache_share (cache reads / prompt tokens),
         usage; plus the planner's own figures under `planner`."""
         planner = self._planner_state().status
-        turn = self.node.ask("turn_runner", schema.TurnStatus(), timeout=_ASK_SECONDS)
+        turn = self._ask("turn_runner", schema.TurnStatus(), timeout=_ASK_SECONDS)
         usage = turn.usage
         prompt = usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0)
         return {
@@ -205,7 +341,7 @@ class ChatSession:
     def note(self, text: str) -> int:
         """Log a `note` (a memory from before the chat, R3); returns its (first) id."""
         msg = schema.Append(kind="note", text=text, key=f"note-{uuid.uuid4().hex}", images=[], meta=None)
-        return self.node.ask("log_writer", msg, timeout=_ASK_SECONDS).ids[0]
+        return self._ask("log_writer", msg, timeout=_ASK_SECONDS).ids[0]
 
     def view(self) -> str:
         """The view as it stands (R14, placeholders for unbuilt lines, R15)."""
@@ -228,13 +364,19 @@ class ChatSession:
         else the pool is building."""
         limit = 3600.0 if timeout is None else timeout
         deadline = time.monotonic() + limit
-        count = self.node.ask("log_writer", schema.CountMessages(), timeout=_ASK_SECONDS).messages
-        settled = self.node.ask("planner", schema.SettleView(until=count, timeout=limit),
-                                timeout=limit + _ASK_SECONDS)
+
+        def left() -> float:  # a wait repeated after a restart waits only what is left
+            return max(0.001, deadline - time.monotonic())
+
+        def settle() -> schema.SettledView:
+            wait = left()
+            return self.node.ask("planner", schema.SettleView(until=count, timeout=wait), timeout=wait + _ASK_SECONDS)
+
+        count = self.count_messages()
+        settled = self._repeat("planner", settle)
         if settled.unbuilt and self._planner_state().status["unbuilt_lines"]:
             raise TimeoutError(f"{self}: {settled.unbuilt} line(s) still unbuilt after {limit:g} s")
-        left = max(0.001, deadline - time.monotonic())
-        self.node.ask("planner", schema.PoolIdle(), timeout=left)
+        self._repeat("planner", lambda: self.node.ask("planner", schema.PoolIdle(), timeout=left()))
 
     def close(self) -> None:
         """Stop a running turn (its streamed part is logged, marked incomplete, R37), let
@@ -253,14 +395,15 @@ class ChatSession:
         """Before the actors stop: a running turn is stopped (its streamed part logged,
         R37) and the planner has planned and saved every message logged (its mailbox
         answers PlannerStatus after the Logged tells before it)."""
+        # Plain asks: closing does not wait for lost actors to come back.
         deadline = time.monotonic() + timeout
         if self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
-            self.stop()
+            self.node.ask("turn_runner", schema.StopTurn(), timeout=timeout)
             while time.monotonic() < deadline:
                 if not self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
                     break
                 time.sleep(0.02)  # polling a local actor while a stopped stream winds down
-        self._planner_state()
+        self.node.ask("planner", schema.PlannerStatus(), timeout=timeout)
 
     def __enter__(self) -> "ChatSession":
         return self

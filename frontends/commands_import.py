@@ -42,14 +42,17 @@ from __future__ import annotations
 import argparse
 import codecs
 import hashlib
+import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
-from everchat.frontends.commands import EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, open_writer
+from everchat.frontends.commands import (EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, open_regular,
+                                        open_writer)
 from everchat.frontends.progress import Progress
 
 __all__ = ["run_import", "identify", "parts_of", "import_key", "BATCH_BYTES", "BATCH_PARTS", "BACKLOG"]
@@ -69,14 +72,24 @@ _LATER = ("their summaries are built when the chat next runs, or by `everchat co
           "summarized later leaves the view over its budget until the next messages fit it")
 
 
+def _open_text(path: Path) -> BinaryIO:
+    """`path` opened for reading, refused (UsageError) unless it is a regular file (P17: a
+    FIFO would be waited on and /dev/zero read for ever; `open_regular` also opens without
+    blocking and looks again, so a FIFO swapped in meanwhile is refused, not waited on).
+    A missing file raises FileNotFoundError, which `identify` words as ever."""
+    os.stat(path)
+    return open_regular(path, "text file")
+
+
 def identify(path: Path) -> tuple[str, int]:
-    """The file's SHA-256 (hex) and size, having checked it is UTF-8 throughout
-    (UsageError naming the first bad byte otherwise). Nothing is logged before this."""
+    """The file's SHA-256 (hex) and size, having checked it is a regular file of UTF-8
+    text throughout (UsageError naming the first bad byte otherwise). Nothing is logged
+    before this."""
     digest = hashlib.sha256()
     decoder = codecs.getincrementaldecoder("utf-8")()
     size = 0
     try:
-        with open(path, "rb") as file:
+        with _open_text(path) as file:
             while block := file.read(BLOCK_BYTES):
                 digest.update(block)
                 try:
@@ -108,7 +121,7 @@ def parts_of(path: Path) -> Iterator[tuple[int, str]]:
 
     decoder = codecs.getincrementaldecoder("utf-8")()
     buffer, offset = "", 0
-    with open(path, "rb") as file:
+    with _open_text(path) as file:
         while True:
             block = file.read(BLOCK_BYTES)
             buffer += decoder.decode(block, final=not block)
@@ -294,7 +307,6 @@ def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) ->
     pending = 0
     logged_all = False
     with open_session(args) as session:
-        node = session.node
         # Read-only beside the log writer (R5), which holds the lock: no part is logged
         # by anyone else meanwhile, so the resume point stays true.
         with ChatStore.open(session.supervisor.chat, writer=False) as store:
@@ -335,16 +347,17 @@ def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) ->
             nonlocal pending
             if not batch:
                 return
-            idle = _wait(lambda: node.ask("planner", schema.WaitBacklog(at_most=BACKLOG), timeout=_WAIT_SECONDS),
-                         ctrl_c, look)
+            idle = _wait(lambda: session.wait_backlog(BACKLOG, timeout=_WAIT_SECONDS), ctrl_c, look)
             if idle is _STUCK:
                 settle(ctrl_c)  # retries them every 10 s (R30) until every line is built
             elif idle is not _NOTED:
                 pending = idle.queued
-            before = node.ask("log_writer", schema.CountMessages(), timeout=_WAIT_SECONDS).messages
+            # The session repeats these when the log writer is lost and runs again (P4):
+            # the parts are keyed, so a repeat logs each once and `before` tells them apart.
+            before = session.count_messages()
             items = [schema.Append(kind=item["kind"], text=item["text"], key=item["key"], images=[],
                                    meta=item["meta"]) for item in batch]
-            count.add(node.ask("log_writer", schema.AppendMany(items=items), timeout=_WAIT_SECONDS).ids, before)
+            count.add(session.append_many(items, timeout=_WAIT_SECONDS), before)
 
         try:
             with _ctrl_c_noted() as ctrl_c:
