@@ -22,7 +22,7 @@ from pathlib import Path
 from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
                                          check_compaction_model, check_text, load_settings, open_reader,
                                          open_regular, os_error_words)
-from everchat.frontends.edge import hold_log_lines
+from everchat.frontends.edge import first_time, hold_log_lines
 from everchat.frontends.safe_text import printable
 
 __all__ = ["run", "check_images", "open_session", "drain_notices", "probe", "why_not_open"]
@@ -207,8 +207,7 @@ def _follow(session, turn: int, out, err) -> tuple[str, bool, str]:
         if event is None:
             continue
         if isinstance(event, schema.Notice):
-            err.write(printable(f"everchat: {event.level}: {event.text}") + "\n")
-            err.flush()
+            _notice(event, err)
             continue
         if getattr(event, "turn", turn) != turn:
             continue
@@ -229,12 +228,20 @@ def _follow(session, turn: int, out, err) -> tuple[str, bool, str]:
             return event.reason, event.incomplete, event.detail
 
 
+def _notice(event, err) -> None:
+    """A session notice as one line, said once (the same warning may come as a log record too)."""
+    line = printable(f"everchat: {event.level}: {event.text}").replace("\n", " ")
+    if first_time(line):
+        err.write(line + "\n")
+        err.flush()
+
+
 def drain_notices(session, err) -> None:
     from everchat.transport import schema
 
     while (event := session.next_event(timeout=0)) is not None:
         if isinstance(event, schema.Notice):
-            err.write(printable(f"everchat: {event.level}: {event.text}") + "\n")
+            _notice(event, err)
     err.flush()
 
 

@@ -6,6 +6,8 @@
   such as the store's `<ChatStore /path reader pid=… T=0>`, is shown as its folder). A
   record with a traceback shows the error's type and text, and the traceback goes to the
   details file. `EVERCHAT_LOG_LEVEL` (default WARNING) says how much is shown.
+- `first_time(line)`: a line said once per command (a warning that comes both as a log
+  record and as a session notice).
 - `hold_log_lines()`: holds those lines back while a step runs whose failure is said
   in one line of its own (the chat's actors starting).
 - `write_details(error, command)`: appends the traceback of an error nobody expected to
@@ -23,14 +25,14 @@ import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 from everchat.frontends.safe_text import printable
 
-__all__ = ["say", "person_logging", "hold_log_lines", "Held", "write_details", "details_file"]
+__all__ = ["say", "first_time", "person_logging", "hold_log_lines", "Held", "write_details", "details_file"]
 
 def say(text: str) -> None:
     """`text` as one line on stderr (newlines become spaces; controls are shown, P20)."""
@@ -87,11 +89,13 @@ def _plain(arg: object) -> object:
 
 class Held:
     """Log lines held back (see `hold_log_lines`): `lines` to say, and `details`, the
-    `details in <file>` of the last traceback among them (None without one)."""
+    `details in <file>` of the last traceback among them (None without one). With a
+    `sink`, each line goes to it instead, as it comes (from any thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[str], None] | None = None) -> None:
         self.lines: list[str] = []
         self.details: str | None = None
+        self.sink = sink
 
     def say(self) -> None:
         for line in self.lines:
@@ -107,6 +111,7 @@ class PersonHandler(logging.Handler):
         super().__init__(level)
         self.command = command
         self.held: Held | None = None
+        self.said: set[str] = set()  # lines said so far without a traceback: each is said once
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -119,25 +124,44 @@ class PersonHandler(logging.Handler):
                 error = record.exc_info[1]
                 details = write_details(error, f"{self.command}: {text}")
                 text = f"{text.rstrip(': ')}: {type(error).__name__}: {error} ({details})"
-            line = f"everchat: {record.levelname.lower()}: {text}"
+            line = printable(f"everchat: {record.levelname.lower()}: {text}").replace("\n", " ")
+            if details is None and not first_time(line):
+                return
             held = self.held
             if held is None:
                 say(line)
                 return
-            held.lines.append(line)
             held.details = details or held.details
+            if held.sink is not None:
+                held.sink(line)
+            else:
+                held.lines.append(line)
         except Exception:  # logging's own rule: a broken record is reported, never raised
             self.handleError(record)
 
 
+def first_time(line: str) -> bool:
+    """Whether this command has not said `line` yet (and now counts it as said). A
+    warning may come both as a log record of an actor in this process and as the
+    session's notice: the person reads it once. True when the CLI's logging is not set up."""
+    new = True
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PersonHandler):
+            new = new and line not in handler.said
+            handler.said.add(line)
+    return new
+
+
 @contextmanager
-def hold_log_lines() -> Iterator[Held]:
+def hold_log_lines(sink: Callable[[str], None] | None = None) -> Iterator[Held]:
     """Log lines said while this runs are held back (their tracebacks are still written to
     the details file): a step whose failure is then said in one line of its own (an actor
     that failed at its start) need not say it twice. `Held.say()` prints them after all.
-    Does nothing visible when the CLI's logging is not set up (a test calling in)."""
+    With `sink`, each line goes there instead (the terminal chat shows them in its
+    transcript rather than over its screen). Does nothing when the CLI's logging is not
+    set up (a test calling in)."""
     handlers = [h for h in logging.getLogger().handlers if isinstance(h, PersonHandler)]
-    held = Held()
+    held = Held(sink)
     for handler in handlers:
         handler.held = held
     try:

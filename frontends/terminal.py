@@ -35,6 +35,7 @@ from prompt_toolkit.layout.processors import BeforeInput
 from prompt_toolkit.styles import Style
 
 from everchat.frontends.chat_view import Transcript, plain, status_lines, status_text
+from everchat.frontends.edge import hold_log_lines, say
 from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, help_lines, parse
 from everchat.transport import AskTimeout
 
@@ -121,7 +122,8 @@ class Terminal:
         pump = threading.Thread(target=self._pump, name="terminal-events", daemon=True)
         pump.start()
         try:
-            return await self.app.run_async(pre_run=self._started, handle_sigint=False)
+            with hold_log_lines(sink=self._log_line):  # warnings go to the transcript, not over the screen
+                return await self.app.run_async(pre_run=self._started, handle_sigint=False)
         finally:
             self._closing.set()
             await asyncio.to_thread(pump.join)
@@ -130,6 +132,20 @@ class Terminal:
     def _started(self) -> None:
         self.app.create_background_task(self._poll_status())
         self.app.create_background_task(self._work())
+        self._emit()
+
+    def _log_line(self, line: str) -> None:
+        """A log record of this process's actors (`everchat: warning: …`), from any thread."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._show_log_line, line)
+        except RuntimeError:  # the loop closed meanwhile: the chat is over
+            return
+
+    def _show_log_line(self, line: str) -> None:
+        self.transcript.info(f"! {line.removeprefix('everchat: ')}", "class:warning")
         self._emit()
 
     def _pump(self) -> None:
@@ -469,14 +485,23 @@ def run(settings, *, stdin=None, placement=None) -> int:
     """
     from everchat.actors.session import ChatSession
 
+    from everchat.frontends.commands import CommandError
+    from everchat.frontends.commands_turn import probe, why_not_open
+
     if not (stdin or sys.stdin).isatty():
-        print("everchat: the terminal chat needs a terminal; `everchat ask MESSAGE` works without one",
-              file=sys.stderr)
+        say("everchat: the terminal chat needs a terminal; `everchat ask MESSAGE` works without one")
         return 2
     try:
-        session = ChatSession.open(settings, placement=placement)
-    except Exception as error:  # the edge: a chat that cannot open is one line on stderr
-        print(f"everchat: {_words(error)}", file=sys.stderr)
+        probe(settings.chat_dir)  # P10: a damaged folder is named before any actor starts
+        with hold_log_lines() as held:
+            try:
+                session = ChatSession.open(settings, placement=placement)
+            except Exception as error:  # the edge: a chat that cannot open is one line on stderr
+                details = f" ({held.details})" if held.details else ""
+                raise CommandError(f"{why_not_open(settings.chat_dir, error)}{details}") from None
+        held.say()
+    except CommandError as error:
+        say(f"everchat: {error}")
         return 1
     try:
         return Terminal(session, title=f"Everchat · {settings.reply.model}").run()
@@ -484,4 +509,4 @@ def run(settings, *, stdin=None, placement=None) -> int:
         try:
             session.close()
         except Exception as error:  # the chat is left; say what did not close cleanly
-            print(f"everchat: closing the chat: {_words(error)}", file=sys.stderr)
+            say(f"everchat: closing the chat: {_words(error)}")

@@ -106,3 +106,26 @@ def test_p20_every_everchat_line_on_stderr_is_neutralised_too(env, tmp_path):
     no_controls(done.stderr)
     assert done.stderr.decode() == f"everchat: {tmp_path}/x␛]0;PWNED␇.png: no such image\n"
     assert not os.path.exists(tmp_path / "chat")
+
+
+def test_p9_a_log_record_while_the_terminal_chat_runs_is_a_line_of_its_transcript(tmp_path, monkeypatch):
+    """An actor of this process that logs (with a traceback, too) while the chat is on the
+    screen: one line in the transcript, nothing printed over the screen, the traceback in
+    the details file."""
+    import logging
+
+    from everchat.frontends.edge import person_logging
+
+    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
+    with person_logging("everchat chat"), running(ScriptedSession()) as chat:
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError:
+            logging.getLogger("everchat.log_writer").error("log_writer: saving %s failed", "usage.json",
+                                                           exc_info=True)
+        at = chat.wait_printed("! error: log_writer: saving usage.json failed")
+        details = tmp_path / "home" / "logs" / "errors.log"
+        assert chat.terminal.printed[at] == ("! error: log_writer: saving usage.json failed: OSError: [Errno 28] "
+                                             f"No space left on device (details in {details})")
+        assert "Traceback" not in chat.screen.getvalue()
+    assert "OSError: [Errno 28] No space left on device" in details.read_text()
