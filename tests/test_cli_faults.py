@@ -358,3 +358,22 @@ def test_p19_ask_whose_usage_cannot_be_saved_prints_no_traceback(env, tmp_path):
     assert "usage.json could not be saved" in done.stderr
     with ChatStore.open(chat, writer=False) as store:
         assert store.message_count == 3  # the note, the question, the reply
+
+
+def test_p9_check_of_a_merge_record_that_does_not_fold_is_one_line(env, tmp_path):
+    """T7: a merge record's pair changed (valid JSON, same size): `check` names tree/, no traceback."""
+    from everchat.actors.chat import Chat
+    from everchat.actors.memory import Budget
+
+    chat = tmp_path / "chat"
+    with Chat.open(chat, create=True, budget=Budget(ceiling=300, floor=150, cceiling=300, cfloor=150)) as writer:
+        for n in range(12):
+            writer.add("note", f"note number {n:02} " + "x" * 20)
+    (day,) = (chat / "tree").glob("*.jsonl")
+    data = day.read_bytes()
+    assert data.count(b'{"merge":[[0,0],[0,2]') == 1
+    day.write_bytes(data.replace(b'{"merge":[[0,0],[0,2]', b'{"merge":[[0,0],[0,4]'))
+    done = everchat(env, "check", "--data-dir", str(chat))
+    assert done.returncode == 1
+    assert one_line(done) == (f"everchat: the merge records in {chat}/tree do not fold into a view: merge record t=7 "
+                              "merges 0+4, whose halves are not both lines")
