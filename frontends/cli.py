@@ -10,7 +10,10 @@ models; the model flags (`--reply-model` …) override the environment and confi
 `status` and `check` are read-only: they never take the folder's lock and never write
 (R5), so they work while the chat is open elsewhere. Exit status: 0 done, 1 failed
 (no chat here, the chat is locked, a model failed), 2 wrong arguments (nothing changed),
-130 interrupted. Errors are one line on stderr, `everchat: …`.
+130 interrupted. Errors are one line on stderr, `everchat: …`; warnings read
+`everchat: warning: …`. An error nobody foresaw is `everchat: internal error: …`, its
+traceback appended to `logs/errors.log` in Everchat's home (frontends/edge.py). Stored
+text is printed with its control characters made visible (frontends/safe_text.py).
 """
 
 from __future__ import annotations

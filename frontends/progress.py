@@ -11,6 +11,8 @@ import sys
 import time
 from typing import TextIO
 
+from everchat.frontends.safe_text import printable
+
 __all__ = ["Progress", "human_bytes"]
 
 
@@ -66,7 +68,7 @@ class Progress:
         if self.tty and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self._width = 0
-        self.stream.write(text + "\n")
+        self.stream.write(printable(text) + "\n")  # P20: words from a file or a model cannot drive the terminal
         self.stream.flush()
         self._shown_at = 0.0
 
