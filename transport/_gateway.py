@@ -13,7 +13,9 @@ Sockets (all created in `Node.start()`, used by this thread afterwards):
 - XPUB next to the ROUTER: events out, once per subscribed process; it also reports the
   subscriptions of the processes connected to it.
 - one SUB per peer node: events in, fanned out to the local subscribers of their topic.
-- the ZAP handler (tcp only): which CURVE clients may connect.
+- the ZAP handler: who may connect to the ROUTER and the XPUB. tcp: CURVE clients with an
+  authorized key; ipc: processes of the node's own user (P5; `_keys.py` says how). The ipc
+  socket files are also made 0600 right after the bind, whatever the umask.
 
 When a mailbox is full and the message may not be dropped (policy "block", or a tell of a
 "refuse" type whose sender could not hear a refusal), the gateway parks it and stops reading
@@ -24,6 +26,7 @@ through ZeroMQ's high-water marks. Replies, events out and ZAP go on meanwhile.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -35,7 +38,7 @@ from zmq.backend import zmq_poll
 
 from ._actor import K_BAD, K_REFUSED, K_STOPPED, Delivery
 from ._errors import BadFrame
-from ._keys import ZAP_DOMAIN, ZAP_ENDPOINT, ZapHandler
+from ._keys import ZAP_DOMAIN, ZAP_ENDPOINT, ZapHandler, own_uid
 from ._mailbox import QUEUED, Mailbox
 from ._wire import (ASK, FLUSH, NOBLOCK, POLLIN, event_frame, parse_event, parse_request, readable,
                     recv_frames, reply_frame, send_frames, tcp_address, topic_frame, tune)
@@ -77,16 +80,18 @@ class Gateway:
     def _bind(self, bind: str) -> None:
         node, ctx = self.node, self.node._context
         tcp = bind.startswith("tcp://")
+        self.zap = ctx.socket(zmq.ROUTER)
+        self.zap.bind(ZAP_ENDPOINT)
         if tcp:
-            self.zap = ctx.socket(zmq.ROUTER)
-            self.zap.bind(ZAP_ENDPOINT)
             self.zap_handler = ZapHandler(node._keys, node._pair, node.ident)
+        else:
+            self.zap_handler = ZapHandler(None, None, node.ident, uid=own_uid())
         self.router = ctx.socket(zmq.ROUTER)
         self.xpub = ctx.socket(zmq.XPUB)
         for sock in (self.router, self.xpub):
             tune(sock, tcp=tcp)
+            sock.zap_domain = ZAP_DOMAIN      # ipc too: with the NULL mechanism ZAP still asks us
             if tcp:
-                sock.zap_domain = ZAP_DOMAIN
                 sock.curve_server = True
                 sock.curve_secretkey = node._pair.secret
                 sock.curve_publickey = node._pair.public
@@ -103,6 +108,8 @@ class Gateway:
         else:
             self.xpub.bind(requests + ".events")
             node.endpoint = requests
+            for path in (requests[len("ipc://"):], requests[len("ipc://"):] + ".events"):
+                _owner_only(path)
 
     # ---- the loop ----
 
@@ -333,3 +340,11 @@ class Gateway:
                 if reply[4] != b"200":
                     self.recorder.refused += 1
                 send_frames(sock, reply)
+
+
+def _owner_only(path: str) -> None:
+    """Make an ipc socket file 0600 whatever the umask left (P5). A Linux abstract socket
+    (`ipc://@name`) has no file: the ZAP uid check is its only guard."""
+    if path.startswith("@"):
+        return
+    os.chmod(path, 0o600)

@@ -1,16 +1,23 @@
-"""CURVE keys in the chat's config folder, and the ZAP handler that checks them.
+"""CURVE keys in the chat's config folder, and the ZAP handler that checks every peer.
 
     keys = KeyStore(config_dir)        # files under config_dir/keys/, folder 0700, files 0600
     pair = keys.ensure("proc-a")       # makes or loads proc-a's key pair (and authorizes it)
+    pair = keys.load("supervisor")     # an existing pair, read without writing anything
     keys.authorize(other_public_key, "laptop")
     keys.authorized()                  # {public keys}
 
 `<name>.key` holds a node's pair; `authorized_keys` holds one `<z85 public key> <name>` per
-line. Every tcp socket a node binds is a CURVE server whose ZAP handler (run by the node's
-gateway thread, `ZapHandler`) accepts a client only when its public key is in
-`authorized_keys` (re-read when the file changes, so a key authorized later works without a
-restart) and logs each refusal with the key and the peer's address. A client pins the
-server's key (it is part of the tcp endpoint), so neither side talks to an unknown key.
+line. Every socket a node binds is checked by its ZAP handler (run by the node's gateway
+thread, `ZapHandler`), which logs each refusal:
+- tcp: the socket is a CURVE server; a client gets in only when its public key is in
+  `authorized_keys` (re-read when the file changes, so a key authorized later works without
+  a restart). A client pins the server's key (it is part of the tcp endpoint), so neither
+  side talks to an unknown key.
+- ipc (P5): a client gets in only when its process runs as the node's own user. libzmq
+  reads the peer's credentials from the unix socket (SO_PEERCRED on Linux, LOCAL_PEERCRED
+  on macOS) and reports them in the ZAP request's address as `...:UID:GID:PID` (`...:UID:GID:`
+  on macOS); `peer_uid` reads the uid from it. A libzmq built without either reports none:
+  then the socket file's mode (0600, in the supervisor's 0700 `run/`) is the only check.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from zmq.utils import z85
 
 from ._errors import TransportError
 
-__all__ = ["KeyPair", "KeyStore", "ZapHandler", "ZAP_ENDPOINT", "ZAP_DOMAIN"]
+__all__ = ["KeyPair", "KeyStore", "ZapHandler", "ZAP_ENDPOINT", "ZAP_DOMAIN", "own_uid", "peer_uid"]
 
 log = logging.getLogger("everchat.transport")
 
@@ -62,6 +69,14 @@ def _write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _read_pair(path: Path) -> KeyPair:
+    fields = dict(line.partition("=")[::2] for line in path.read_text("ascii").splitlines() if line)
+    try:
+        return KeyPair(_check_key(fields["public"]), _check_key(fields["secret"]))
+    except KeyError:
+        raise TransportError(f"key file {path} has no public= or secret= line") from None
+
+
 class KeyStore:
     """The CURVE keys of one chat config folder (see the module docstring)."""
 
@@ -89,11 +104,21 @@ class KeyStore:
         if path.stat().st_mode & 0o077:
             log.warning("key file %s was readable by others; made it 0600", path)
             os.chmod(path, 0o600)
-        fields = dict(line.partition("=")[::2] for line in path.read_text("ascii").splitlines() if line)
+        return _read_pair(path)
+
+    def load(self, name: str) -> KeyPair:
+        """`name`'s existing key pair, read without creating, authorizing or changing any
+        file (for a console that must leave the chat folder as it is, P12). TransportError
+        when there is no such key or it cannot be read."""
+        if not _NAME.fullmatch(name):
+            raise TransportError(f"bad key name {name!r}: letters, digits, '.', '_', '-'")
+        path = self.dir / f"{name}.key"
         try:
-            return KeyPair(_check_key(fields["public"]), _check_key(fields["secret"]))
-        except KeyError:
-            raise TransportError(f"key file {path} has no public= or secret= line") from None
+            return _read_pair(path)
+        except FileNotFoundError:
+            raise TransportError(f"no key file {path}") from None
+        except OSError as error:
+            raise TransportError(f"cannot read the key file {path}: {error.strerror or error}") from None
 
     def authorize(self, public_key: str | bytes, name: str = "") -> None:
         """Let the holder of `public_key` connect to this folder's nodes over tcp."""
@@ -125,16 +150,38 @@ class KeyStore:
         return st.st_mtime_ns, st.st_size
 
 
-class ZapHandler:
-    """Answers ZAP requests for one node: CURVE clients with an authorized key only."""
+def own_uid() -> int | None:
+    """The effective uid of this process (None where the OS has none)."""
+    geteuid = getattr(os, "geteuid", None)
+    return geteuid() if geteuid is not None else None
 
-    def __init__(self, keys: KeyStore, own: KeyPair, ident: str) -> None:
+
+def peer_uid(address: bytes) -> int | None:
+    """The uid of an ipc peer as libzmq reports it in a ZAP request's address
+    (`...:UID:GID:PID`, or `...:UID:GID:` on macOS); None when it reports no credentials."""
+    parts = address.split(b":")
+    if len(parts) >= 4 and parts[-3].isdigit() and (parts[-1].isdigit() or parts[-1] == b""):
+        return int(parts[-3])
+    return None
+
+
+class ZapHandler:
+    """Answers the ZAP requests of one node's bound sockets (see the module docstring).
+
+    tcp: `ZapHandler(keys, own_pair, ident)`, CURVE clients with an authorized key only.
+    ipc: `ZapHandler(None, None, ident, uid=own_uid())`, peers running as `uid` only.
+    """
+
+    def __init__(self, keys: KeyStore | None, own: KeyPair | None, ident: str, *, uid: int | None = None) -> None:
         self.keys = keys
-        self.own = own.public
+        self.own = own.public if own is not None else None
         self.ident = ident
+        self.uid = uid
+        self.ipc = keys is None
         self.refused = 0
         self._stamp: object = object()
         self._allowed: set[bytes] = set()
+        self._said_no_credentials = False
 
     def _allowed_keys(self) -> set[bytes]:
         stamp = self.keys.stamp()
@@ -144,11 +191,13 @@ class ZapHandler:
 
     def reply(self, frames: list[bytes]) -> list[bytes] | None:
         """The reply frames for one ZAP request (None when it is too broken to answer)."""
-        if len(frames) < 9 or frames[1] != b"":
+        if len(frames) < 8 or frames[1] != b"":       # NULL sends 8 frames, CURVE 9 (its key)
             log.warning("%s: malformed ZAP request of %d frames dropped", self.ident, len(frames))
             return None
         envelope, request_id, address, mechanism = frames[0], frames[3], frames[5], frames[7]
-        key = z85.encode(frames[8]) if mechanism == b"CURVE" and len(frames[8]) == 32 else None
+        if self.ipc:
+            return self._ipc(envelope, request_id, address, mechanism)
+        key = z85.encode(frames[8]) if mechanism == b"CURVE" and len(frames) > 8 and len(frames[8]) == 32 else None
         if key is not None and key in self._allowed_keys():
             return [envelope, b"", b"1.0", request_id, b"200", b"OK", key, b""]
         self.refused += 1
@@ -156,3 +205,20 @@ class ZapHandler:
         log.warning("%s: refused tcp peer %s with unknown key %s", self.ident,
                     address.decode(errors="replace"), who)
         return [envelope, b"", b"1.0", request_id, b"400", b"unknown key", b"", b""]
+
+    def _ipc(self, envelope: bytes, request_id: bytes, address: bytes, mechanism: bytes) -> list[bytes]:
+        uid = peer_uid(address)
+        if mechanism == b"NULL" and uid is None:
+            if not self._said_no_credentials:
+                self._said_no_credentials = True
+                log.info("%s: libzmq reports no credentials of ipc peers here (%r); the socket file's mode "
+                         "is the only check", self.ident, address.decode(errors="replace"))
+            return [envelope, b"", b"1.0", request_id, b"200", b"OK", b"", b""]
+        if mechanism == b"NULL" and uid == self.uid:
+            return [envelope, b"", b"1.0", request_id, b"200", b"OK", str(uid).encode(), b""]
+        self.refused += 1
+        if self.refused <= 10 or self.refused % 1000 == 0:   # a refused client keeps reconnecting
+            log.warning("%s: refused ipc peer %s (uid %s, mechanism %s): only uid %s may connect (%d refused so far)",
+                        self.ident, address.decode(errors="replace"), uid,
+                        mechanism.decode(errors="replace"), self.uid, self.refused)
+        return [envelope, b"", b"1.0", request_id, b"400", b"another user", b"", b""]
