@@ -7,11 +7,19 @@ The process makes its node, registers the actor with the supervisor (which
 answers with the directory of every actor), hosts it, and lives until it is told
 to stop (SIGTERM) or its actor dies (then it exits non-zero so the supervisor
 restarts it).
+
+It never outlives the supervisor that started it (`--parent PID`), so no orphan keeps
+the chat's lock (P16): first thing, on Linux, it asks the kernel for SIGKILL when its
+parent thread ends (`prctl(PR_SET_PDEATHSIG)`; the supervisor starts its children from
+one thread that lives as long as it does), then checks that the parent is still the one
+that started it (it may have died before the request). Elsewhere, and as a second line,
+a thread polls `getppid()` and stops the process gently once the parent has changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import faulthandler
 import logging
 import os
@@ -26,6 +34,8 @@ from everchat.transport import KeyStore, Node, schema
 __all__ = ["main", "run_actor"]
 
 log = logging.getLogger("everchat.process")
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: str | None,
@@ -75,7 +85,26 @@ def _stop_when_orphaned(parent: int, stop: threading.Event, name: str) -> None:
             stop.set()
 
 
+def die_with_parent() -> bool:
+    """Linux: have the kernel SIGKILL this process when the thread that started it ends
+    (PR_SET_PDEATHSIG through libc's prctl). False where that is not available (macOS,
+    a libc without prctl): the getppid() polling is then the only watch."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        log.warning("prctl(PR_SET_PDEATHSIG) failed: %s", os.strerror(ctypes.get_errno()))
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()  # before anything else: the parent may die any moment (checked below)
     parser = argparse.ArgumentParser(description="Run one Everchat actor in this process.")
     parser.add_argument("--name", required=True)
     parser.add_argument("--chat", type=Path, required=True)
@@ -84,16 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", default=None)
     parser.add_argument("--keys", type=Path, default=None, help="the config folder with the CURVE keys (keys/), for tcp")
     parser.add_argument("--summarizer", default="configured", choices=["configured", "scripted"])
+    parser.add_argument("--parent", type=int, default=None,
+                        help="the pid of the supervisor that starts this process (default: the parent now)")
     args = parser.parse_args(argv)
+    parent = args.parent if args.parent is not None else os.getppid()
     # Warnings and errors by default: the actors' processes share the person's terminal.
     level = os.environ.get("EVERCHAT_LOG_LEVEL", "WARNING").upper()
     logging.basicConfig(level=getattr(logging, level, logging.WARNING),
                         format=f"%(asctime)s {args.name}[{os.getpid()}] %(levelname)s %(message)s")
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack, for ops
+    if os.getppid() != parent:  # it died before the kernel was asked to tell us
+        log.warning("%s: the supervisor (pid %d) is already gone; not starting", args.name, parent)
+        return 1
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    threading.Thread(target=_stop_when_orphaned, args=(os.getppid(), stop, args.name), daemon=True).start()
+    threading.Thread(target=_stop_when_orphaned, args=(parent, stop, args.name), daemon=True).start()
     return run_actor(args.name, args.chat, args.supervisor, args.bind, args.budget, args.keys, stop, args.summarizer)
 
 

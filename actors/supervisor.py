@@ -10,18 +10,35 @@ Placements (configuration, not code):
 A crashed actor is restarted with exponential backoff; past the limit the
 supervisor gives up on it with a clear error. A restarted actor recovers from the
 log writer (the planner reloads the saved view; nothing is rebuilt by another rule).
+
+Who may touch the chat:
+- `start()` first takes the chat (P6, R5): its own OS lock, `supervisor.lock` in the chat
+  folder (the log writer takes `writer.lock` itself, and flock conflicts even inside one
+  process), then it opens and closes the chat as its writer, which checks that no other
+  writer holds it and that the chat opens. Only then is `run/` written or anything bound:
+  a second supervisor fails with ChatLocked naming the owner and leaves the running chat
+  as it was.
+- `run/` is 0700 and every file in it 0600 whatever the umask (P5); the transport makes
+  its sockets 0600 and lets in only processes of the same user.
+- Actor processes die with the supervisor (P16): each asks the kernel (Linux) to kill it
+  when the thread that started it ends, so every child is started from one thread that
+  lives as long as the supervisor (`_Launcher`), never from a caller's thread that may end
+  first. Elsewhere the children poll for their parent (actors/process.py).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+import queue
 import socket
 import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,10 +46,12 @@ from everchat.actors.compactor import CompactorWorker
 from everchat.actors.log_writer import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner import PlannerActor
+from everchat.actors.store import ChatLocked, ChatStore
 from everchat.actors.turn_runner import SETTINGS_ENV, TurnRunnerActor, settings_flags
 from everchat.transport import Actor, KeyStore, Node, parse_address, schema
 
-__all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor", "node_rows"]
+__all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor", "node_rows",
+           "LOCK_NAME"]
 
 log = logging.getLogger("everchat.supervisor")
 
@@ -40,6 +59,7 @@ _BACKOFF_FIRST = 0.1
 _BACKOFF_MAX = 5.0
 _RESTART_LIMIT = 10  # restarts within _RESTART_WINDOW seconds before giving up
 _RESTART_WINDOW = 60.0
+LOCK_NAME = "supervisor.lock"  # in the chat folder, beside the store's writer.lock
 
 
 class GaveUp(RuntimeError):
@@ -140,6 +160,85 @@ class SupervisorActor(NodeAgent):
         return schema.StatsReply(actors=self.supervisor.statistics())
 
 
+class _ChatLock:
+    """The supervisor's OS lock on its chat folder (P6): `fcntl.flock` on `supervisor.lock`,
+    taken without waiting, the owner written in it as `{"v": 1, "pid": ..., "host": ...}`
+    (the same form as the store's writer.lock) so a second supervisor can name it. The
+    kernel drops it when the owner dies, also by kill -9."""
+
+    def __init__(self, chat: Path) -> None:
+        self.path = chat / LOCK_NAME
+        self.held = False
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock at once, or raise ChatLocked naming its owner."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, host = _lock_owner(fd)
+            os.close(fd)
+            raise ChatLocked(str(self.path.parent), pid, host) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self.held = fd, True
+        os.fchmod(fd, 0o600)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"v": 1, "pid": os.getpid(), "host": socket.gethostname()}).encode() + b"\n", 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd, self.held = self._fd, None, False
+            try:
+                os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
+
+
+def _lock_owner(fd: int) -> tuple[int | None, str | None]:
+    try:
+        owner = json.loads(os.pread(fd, 4096, 0))
+        pid, host = owner.get("pid"), owner.get("host")
+    except (ValueError, AttributeError):
+        return None, None
+    return (pid if type(pid) is int else None), (host if type(host) is str else None)
+
+
+class _Launcher:
+    """Starts the actor processes, all from one thread of its own (P16).
+
+    An actor process asks Linux to kill it when its parent ends (PR_SET_PDEATHSIG), and the
+    kernel means the parent *thread*: the one that forked it. Children started from the
+    thread that called `start()` (which may be a short-lived worker of a front end) or from
+    the monitor would die with that thread. This thread lives from the first launch until
+    `close()`, which the supervisor calls after its children have stopped."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def popen(self, command: list[str], env: dict | None) -> subprocess.Popen:
+        """subprocess.Popen(command) run in the launcher's thread; its errors are raised here."""
+        started: Future = Future()
+        self._jobs.put((command, env, started))
+        return started.result()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self.thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            command, env, started = job
+            try:
+                started.set_result(subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env))
+            except BaseException as error:  # handed to the caller of popen()
+                started.set_exception(error)
+
+
 @dataclass
 class _Child:
     name: str
@@ -172,6 +271,8 @@ class Supervisor:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._monitor: threading.Thread | None = None
+        self._chat_lock = _ChatLock(self.chat)
+        self._launcher: _Launcher | None = None
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.chat} {self.placement.mode} pid={os.getpid()} host={socket.gethostname()}>"
@@ -189,37 +290,68 @@ class Supervisor:
         return f"ipc://{self.run_dir / (name + '.sock')}"
 
     def start(self, timeout: float = 60.0) -> "Supervisor":
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.placement.transport == "tcp":
-            self.keys = KeyStore(self.chat / "config")  # keys in config/keys/, 0600
-        self.node = Node("supervisor", bind=self._endpoint("supervisor"), keys=self.keys)
-        self.node.start()
-        self.node.host("supervisor", SupervisorActor, self)
-        if self.node.endpoint:
-            self.routes["supervisor"] = self.node.endpoint
-        self._write_run_file()
-        deadline = time.monotonic() + timeout
-        for child in self.children.values():
-            if child.name in self.placement.remote:
-                continue
-            self._launch(child)
-            if not child.registered.wait(max(0.0, deadline - time.monotonic())):
-                self.stop()
-                raise TimeoutError(f"{self}: {child.name} did not start within {timeout} s")
-        for name in self.placement.remote:
-            if not self.children[name].registered.wait(max(0.0, deadline - time.monotonic())):
-                self.stop()
-                raise TimeoutError(f"{self}: {name} did not join within {timeout} s")
+        """Take the chat, then start every actor; returns once each is up. Raises the
+        store's errors when the chat is not ours to run (ChatLocked naming the owner,
+        NotAChat, CorruptRecord) before anything of the chat is touched, and TimeoutError
+        when an actor does not start; a failed start leaves nothing running."""
+        self._take_chat()
+        try:
+            self._make_run_dir()
+            if self.placement.transport == "tcp":
+                self.keys = KeyStore(self.chat / "config")  # keys in config/keys/, 0600
+            self.node = Node("supervisor", bind=self._endpoint("supervisor"), keys=self.keys)
+            self.node.start()
+            self.node.host("supervisor", SupervisorActor, self)
+            if self.node.endpoint:
+                self.routes["supervisor"] = self.node.endpoint
+            self._write_run_file()
+            deadline = time.monotonic() + timeout
+            for child in self.children.values():
+                if child.name in self.placement.remote:
+                    continue
+                self._launch(child)
+                if not child.registered.wait(max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError(f"{self}: {child.name} did not start within {timeout} s")
+            for name in self.placement.remote:
+                if not self.children[name].registered.wait(max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError(f"{self}: {name} did not join within {timeout} s")
+        except BaseException:
+            self.stop()
+            raise
         self._monitor = threading.Thread(target=self._watch, name="supervisor-monitor", daemon=True)
         self._monitor.start()
         return self
+
+    def _take_chat(self) -> None:
+        """P6, R5: the supervisor's lock first, then the chat opened (and closed) as its
+        writer: that fails with ChatLocked when another process writes it, and with the
+        store's error when it does not open. A folder with no lock file yet may be a new
+        chat: the store makes it first (and refuses a folder of other files, R1)."""
+        if not self._chat_lock.path.exists():
+            ChatStore.open(self.chat, create=True).close()
+        self._chat_lock.acquire()
+        try:
+            ChatStore.open(self.chat, create=True).close()
+        except BaseException:
+            self._chat_lock.release()
+            raise
+
+    def _make_run_dir(self) -> None:
+        """`run/` is the owner's alone whatever the umask, also one made before (P5)."""
+        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o700)
 
     def _write_run_file(self) -> None:
         info = {"version": 1, "pid": os.getpid(), "host": socket.gethostname(), "endpoint": self.node.endpoint,
                 "placement": self.placement.mode, "transport": self.placement.transport}
         path = self.run_dir / "supervisor.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(info))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # a temporary file left by a crash may have had another mode
+            os.write(fd, json.dumps(info).encode())
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
 
     def _launch(self, child: _Child) -> None:
@@ -239,6 +371,7 @@ class Supervisor:
             "--bind", self._endpoint(child.name),
             "--budget", budget_to_json(self.budget),
             "--summarizer", self.placement.summarizer,
+            "--parent", str(os.getpid()),
         ]
         if self.keys is not None:
             command += ["--keys", str(self.chat / "config")]
@@ -247,7 +380,9 @@ class Supervisor:
             # The turn runner in its own process resolves the same settings (keys stay
             # in the environment, never on a command line).
             env = dict(os.environ, **{SETTINGS_ENV: json.dumps(settings_flags(self.settings))})
-        child.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
+        if self._launcher is None:
+            self._launcher = _Launcher(f"supervisor-launcher-{os.getpid()}")
+        child.process = self._launcher.popen(command, env)
 
     def registered(self, msg: schema.Register) -> schema.Directory:
         """A process announced an actor (started by us or joining from elsewhere)."""
@@ -339,6 +474,7 @@ class Supervisor:
     # -- stopping ------------------------------------------------------------------------
 
     def stop(self) -> None:
+        """Stop every actor, then release the chat. Safe after a failed or no start."""
         self._stopping.set()
         if self._monitor is not None:
             self._monitor.join(timeout=5)
@@ -354,12 +490,17 @@ class Supervisor:
                 log.error("%s: %s did not stop within 10 s; killing it", self, child.name)
                 child.process.kill()
                 child.process.wait()
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
         if self.node is not None:
             self.node.stop()
-        try:
-            (self.run_dir / "supervisor.json").unlink()
-        except FileNotFoundError:
-            pass
+        if self._chat_lock.held:  # only the chat's own supervisor clears its run file
+            try:
+                (self.run_dir / "supervisor.json").unlink()
+            except FileNotFoundError:
+                pass
+            self._chat_lock.release()
 
     def __enter__(self) -> "Supervisor":
         return self.start()

@@ -335,7 +335,15 @@ def _run_actors(args, data_dir: Path) -> int:
     from everchat.frontends.commands import check_compaction_model, load_settings
 
     check_compaction_model(load_settings(args))
-    supervisor = Supervisor(data_dir, placement).start()
+    from everchat.actors.store import ChatLocked, StoreError
+
+    try:  # P6: the supervisor takes the chat before it touches it, or fails here in one line
+        supervisor = Supervisor(data_dir, placement).start()
+    except ChatLocked as error:
+        raise CommandError(f"{error}; close that chat first (read-only commands such as `view` "
+                           "and `status` work meanwhile)") from None
+    except StoreError as error:
+        raise CommandError(str(error)) from None
     print(f"everchat: serving {data_dir} ({placement.mode}, {placement.workers} workers) at {supervisor.node.endpoint}",
           flush=True)
     try:
