@@ -247,3 +247,166 @@ def test_p4_ask_survives_a_kill_of_the_planner_while_its_turn_settles_the_view(t
     assert [r.text for r in users] == [question]
     assert pending_summaries(chat) == 0
     assert_healthy(env, chat)
+
+
+# ---- the retry policy itself, on a stand-in supervisor and node -----------------------------------
+
+
+class _Ref:
+    def __init__(self) -> None:
+        self.alive = True
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+
+class _Supervisor:
+    """The parts of `Supervisor` the session reads: its children and whether it stops."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from everchat.actors.supervisor import Placement, _Child, actor_names
+
+        self.placement = Placement()
+        self.children = {name: _Child(name, ref=_Ref(), pid=os.getpid()) for name in actor_names(self.placement)}
+        for child in self.children.values():
+            child.registered.set()
+        self._stopping = threading.Event()
+
+    def restart(self, name: str) -> None:
+        """What the supervisor does for a crashed actor: a new one runs."""
+        child = self.children[name]
+        child.restarts += 1
+        child.ref = _Ref()
+
+
+class _Node:
+    """Answers asks from a script: each entry an exception to raise (after `then()`, the
+    world's reaction) or a reply to return."""
+
+    def __init__(self, *script) -> None:
+        self.script = list(script)
+        self.asked: list = []
+
+    def ask(self, target, msg, timeout):
+        self.asked.append((target, type(msg).__name__))
+        outcome = self.script.pop(0)
+        if isinstance(outcome, tuple):
+            error, then = outcome
+            then()
+            raise error
+        return outcome
+
+
+def _session(node: _Node, supervisor: _Supervisor):
+    from everchat.actors.session import ChatSession
+
+    session = ChatSession.__new__(ChatSession)
+    session.supervisor, session.node, session._closed = supervisor, node, False
+    return session
+
+
+def test_p4_a_request_whose_planner_was_lost_is_asked_again_once_the_planner_runs_again():
+    from everchat.transport import PeerLost
+
+    supervisor = _Supervisor()
+    idle = schema.Idle(idle=True, running=0, queued=0)
+    node = _Node((PeerLost("connection dropped"), lambda: supervisor.restart("planner")), idle)
+    assert _session(node, supervisor).wait_backlog(16, timeout=5.0) == idle
+    assert node.asked == [("planner", "WaitBacklog")] * 2
+
+
+def test_p4_a_planner_that_lost_the_log_writer_says_so_and_is_asked_again_once_the_log_writer_runs():
+    from everchat.transport import RemoteError
+
+    supervisor = _Supervisor()
+    state = schema.PlannerState(status={"messages": 3}, view="")
+    node = _Node((RemoteError("PeerLost", "log writer gone"), lambda: supervisor.restart("log_writer")), state)
+    assert _session(node, supervisor)._planner_state() == state
+    assert len(node.asked) == 2
+
+
+def test_p4_a_handler_error_is_not_a_loss_and_is_not_repeated():
+    from everchat.transport import RemoteError
+
+    node = _Node((RemoteError("ValueError", "SettleView until 9"), lambda: None))
+    with pytest.raises(RemoteError, match="until 9"):
+        _session(node, _Supervisor()).count_messages()
+    assert len(node.asked) == 1
+
+
+def test_p4_an_actor_the_supervisor_gave_up_on_ends_the_request_with_one_clear_error():
+    from everchat.actors.supervisor import GaveUp
+    from everchat.transport import PeerLost
+
+    supervisor = _Supervisor()
+
+    def gave_up() -> None:
+        supervisor.children["planner"].ref.alive = False
+        supervisor.children["planner"].gave_up = "planner crashed 11 times within 60 s; giving up"
+
+    node = _Node((PeerLost("connection dropped"), gave_up))
+    with pytest.raises(GaveUp) as error:
+        _session(node, supervisor).wait_backlog(16, timeout=5.0)
+    assert str(error.value) == "planner crashed 11 times within 60 s; giving up (the chat cannot go on without it)"
+    assert len(node.asked) == 1
+
+
+def test_p4_a_timeout_of_an_actor_that_kept_running_is_a_timeout(monkeypatch):
+    from everchat.actors import session as session_module
+    from everchat.transport import AskTimeout
+
+    monkeypatch.setattr(session_module, "_GRACE_SECONDS", 0.05)
+    node = _Node((AskTimeout("no reply in time"), lambda: None))
+    with pytest.raises(AskTimeout):
+        _session(node, _Supervisor()).count_messages()
+    assert len(node.asked) == 1
+
+
+def test_p4_a_closing_session_does_not_wait_for_actors_it_stops_itself():
+    from everchat.transport import ActorStopped
+
+    supervisor = _Supervisor()
+    node = _Node((ActorStopped("supervisor stopped"), lambda: supervisor._stopping.set()))
+    with pytest.raises(ActorStopped):
+        _session(node, supervisor).count_messages()
+    assert len(node.asked) == 1
+
+
+def test_p4_an_import_whose_planner_the_supervisor_gives_up_on_fails_in_one_line(tmp_path, env, monkeypatch, capsys):
+    """In this process (so the supervisor's restart limit can be 0): the planner is killed
+    mid-import, the supervisor gives up on it at once, and the import says so in one line."""
+    import threading
+
+    from everchat.actors import supervisor as supervisor_module
+    from everchat.frontends.cli import main
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(supervisor_module, "_RESTART_LIMIT", 0)
+    chat, source = tmp_path / "chat", tmp_path / "memories.txt"
+    text_file(source, 2_000_000)
+    killed: dict = {}
+    ended = threading.Event()
+
+    def kill_the_planner_mid_import() -> None:
+        while not ended.wait(0.02):  # polling the log's growth
+            if message_count(chat) >= 40 and (pid := actor_pid(chat, "planner")):
+                os.kill(pid, signal.SIGKILL)
+                killed["pid"] = pid
+                return
+
+    killer = threading.Thread(target=kill_the_planner_mid_import, daemon=True)
+    killer.start()
+    try:
+        code = main([*_ACTORS, "--data-dir", str(chat), "import", str(source)])
+    finally:
+        ended.set()
+        killer.join(timeout=30)
+    err = capsys.readouterr().err
+    assert "pid" in killed and code == 1
+    assert err.rstrip().splitlines()[-1] == (
+        f"everchat: the chat in {chat} failed: planner crashed 1 times within 60 s; giving up "
+        "(the chat cannot go on without it)")
+    assert_no_traceback_from_the_command(err)
