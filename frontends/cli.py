@@ -266,10 +266,13 @@ def _join_failed(args: argparse.Namespace, error: Exception, refused: bool) -> s
     endpoint = args.join.split(";")[0]
     if not refused:
         return f"{args.name} could not join the chat at {endpoint}: {error}"
-    from everchat.transport import KeyStore
+    from everchat.transport import KeyStore, TransportError
 
     keys = args.keys or args.data_dir / "config"
-    public = KeyStore(keys).ensure(args.name).public.decode()
+    try:
+        public = KeyStore(keys).load(args.name).public.decode()
+    except TransportError as error:  # the node made it at its start; unreadable now
+        return f"{args.name} could not join the chat at {endpoint}: the chat refused this actor's key ({error})"
     return (f"{args.name} could not join the chat at {endpoint}: the chat refused this actor's key; add the line "
             f"'{public} {args.name}' to config/keys/authorized_keys in the chat's folder on its host "
             "(no restart needed), then run this command again")
