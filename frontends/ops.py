@@ -3,6 +3,11 @@
 It finds the running supervisor through `<chat>/run/supervisor.json`, asks it for
 statistics (`StatsRequest`), and redraws once a second; `--once --json` prints the
 rows once, for scripts and tests.
+
+It only reads (P12, R5): it binds nothing, and on a tcp placement it dials with the
+supervisor's own key pair (`config/keys/supervisor.key`, read with `KeyStore.load`): a key
+the chat already authorized, so no key is made and `authorized_keys` is left as it is. Only
+the chat's owner can read that file (0600), as only the owner reaches the ipc sockets.
 """
 
 from __future__ import annotations
@@ -54,8 +59,14 @@ def fetch_rows(chat: Path, timeout: float = 5.0) -> list[dict]:
     if host == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
         raise NoSupervisor(f"no Everchat is running on {chat}: {info_path} names pid {pid}, "
                            "which is gone (a crash left the file)")
-    keys = KeyStore(chat / "config") if info.get("transport") == "tcp" else None
-    node = Node("ops", keys=keys)
+    pair = None
+    if info.get("transport") == "tcp":
+        try:
+            pair = KeyStore(chat / "config").load("supervisor")
+        except TransportError as error:
+            raise NoSupervisor(f"the Everchat on {chat} (pid {pid} on {host}) serves over tcp, and its key "
+                               f"cannot be used: {error}") from None
+    node = Node("ops", pair=pair)
     node.start()
     try:
         node.route("supervisor", info["endpoint"])

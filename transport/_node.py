@@ -39,7 +39,7 @@ from ._actor import K_BAD_REPLY, K_STOPPED, Actor, Delivery, Slot, hosting, unwr
 from ._client import SLICE, Client
 from ._errors import ActorStopped, AskTimeout, BadFrame, TransportError
 from ._gateway import OP_CONNECT, OP_PUBLISH, OP_QUIT, OP_SUBSCRIBE, OP_WAKE, Gateway
-from ._keys import KeyStore
+from ._keys import KeyPair, KeyStore
 from ._mailbox import QUEUED, Mailbox
 from ._stats import MailboxStats, Recorder
 from ._wire import (ASK, NOBLOCK, TELL, Address, parse_address, readable, reply_frame, request_frame,
@@ -67,14 +67,17 @@ class Node:
     bind: None (in-process only), "ipc://PATH", or "tcp://HOST:PORT" (port 0 picks one; a
     missing host means 127.0.0.1). tcp always uses CURVE and needs `keys`.
     keys: a KeyStore; the node's pair is `keys.ensure(name)`. Needed to bind or reach tcp.
+    pair: instead of `keys`, for a node that only dials tcp: the KeyPair it presents (one the
+    chat already has, `keys.load(...)`), so making the node writes no file (a read-only
+    console, P12). A server still authorizes it by its own `authorized_keys`.
     context: a zmq.Context to share (default: the node makes and ends its own). Two nodes
-    that bind tcp cannot share one (each runs the context's ZAP handler).
+    that bind cannot share one (each runs the context's ZAP handler: tcp keys, ipc uid).
     block_timeout: how long a BLOCK-type message waits for room before Refused.
     connect_timeout: how long a tell waits for a connection to its peer before PeerLost.
     """
 
     def __init__(self, name: str, bind: str | None = None, keys: KeyStore | None = None,
-                 context: zmq.Context | None = None, *, block_timeout: float = 30.0,
+                 context: zmq.Context | None = None, *, pair: KeyPair | None = None, block_timeout: float = 30.0,
                  connect_timeout: float = 5.0) -> None:
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise TransportError(f"a node name is a non-empty str without spaces, not {name!r}")
@@ -83,8 +86,12 @@ class Node:
         self.pid = os.getpid()
         self.ident = f"{name} (pid {self.pid} on {self.hostname})"
         self._bind = self._check_bind(bind, keys)
+        if pair is not None and keys is not None:
+            raise TransportError(f"{name}: give keys (a KeyStore) or pair (an existing KeyPair), not both")
+        if pair is not None and self._bind is not None:
+            raise TransportError(f"{name}: a node given only a pair dials out; binding needs keys")
         self._keys = keys
-        self._pair = keys.ensure(name) if keys is not None else None
+        self._pair = pair if pair is not None else keys.ensure(name) if keys is not None else None
         self._context = context if context is not None else zmq.Context()
         self._own_context = context is None
         self.block_timeout = block_timeout
