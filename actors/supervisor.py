@@ -50,8 +50,8 @@ from everchat.actors.store import ChatLocked, ChatStore
 from everchat.actors.turn_runner import SETTINGS_ENV, TurnRunnerActor, settings_flags
 from everchat.transport import Actor, KeyStore, Node, parse_address, schema
 
-__all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor", "node_rows",
-           "LOCK_NAME"]
+__all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor",
+           "node_rows", "LOCK_NAME"]
 
 log = logging.getLogger("everchat.supervisor")
 

@@ -18,13 +18,10 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 
-from everchat.actors.memory import Budget
-from everchat.actors.supervisor import Placement, Supervisor
 from everchat.transport import Actor, Node, schema
 
 NOBODY = 65534

@@ -26,7 +26,7 @@ from everchat.transport import schema
 
 EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
 HOST = socket.gethostname()
-LOCKED_TAIL = "; close that chat first (read-only commands such as `view` and `status` work meanwhile)"
+TAIL = "; close that chat first (read-only commands such as `view` and `status` work meanwhile)"
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_p6_a_second_serve_fails_at_once_in_one_line_and_leaves_the_running_chat
     second = subprocess.run([*EVERCHAT, "--demo", *mode, "--data-dir", str(chat), "serve", "--workers", "1"],
                             env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert (second.returncode, second.stdout) == (1, "")
-    assert second.stderr == f"everchat: chat {chat} is locked by its writer, pid {first.pid} on host {HOST}{LOCKED_TAIL}\n"
+    assert second.stderr == f"everchat: chat {chat} is locked by its writer, pid {first.pid} on host {HOST}{TAIL}\n"
     assert run_folder(chat) == before
     assert json.loads((chat / "run" / "supervisor.json").read_text())["pid"] == first.pid
     ops = subprocess.run([*EVERCHAT, "--data-dir", str(chat), "ops", "--once", "--json"], env=env,
@@ -101,7 +101,7 @@ def test_p6_serve_on_a_chat_a_plain_writer_holds_names_that_writer(env, tmp_path
         second = subprocess.run([*EVERCHAT, "--demo", "--data-dir", str(chat), "serve", "--workers", "1"],
                                 env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert (second.returncode, second.stdout) == (1, "")
-    assert second.stderr == f"everchat: chat {chat} is locked by its writer, pid {os.getpid()} on host {HOST}{LOCKED_TAIL}\n"
+    assert second.stderr == f"everchat: chat {chat} is locked by its writer, pid {os.getpid()} on host {HOST}{TAIL}\n"
     assert not (chat / "run").exists()
 
 
