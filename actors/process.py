@@ -31,7 +31,7 @@ from pathlib import Path
 
 from everchat.transport import KeyStore, Node, schema
 
-__all__ = ["main", "run_actor"]
+__all__ = ["main", "run_actor", "die_with_parent"]
 
 log = logging.getLogger("everchat.process")
 
