@@ -43,8 +43,12 @@ def note(args: argparse.Namespace) -> int:
         except BadInput as error:
             raise UsageError(str(error)) from None
         except (StoreError, OSError) as error:
+            from everchat.actors.chat import LoggedButUnsaved
+
+            if isinstance(error, LoggedButUnsaved):  # P7: the store says what was logged
+                raise _logged_but(error.ids, error.cause) from None
             after = chat.store.message_count
-            if after > before:  # logged, then planning or saving the view failed
+            if after > before:  # logged, then something the store did not wrap failed
                 raise _logged_but(list(range(before, after)), error) from None
             raise
     print(f"logged {describe_ids(ids)}")
