@@ -138,7 +138,8 @@ def _draft_fault(chat: Path) -> str | None:
     except UnicodeDecodeError:
         return f"{path}: not JSON text; not a draft Everchat can read (move it aside to open the chat)"
     except json.JSONDecodeError as error:
-        return f"{path}: byte {error.pos}: not valid JSON; not a draft Everchat can read (move it aside to open the chat)"
+        return (f"{path}: byte {error.pos}: not valid JSON; not a draft Everchat can read "
+                "(move it aside to open the chat)")
     except ValueError as error:
         return f"{error} (move it aside to open the chat)"
     except OSError as error:

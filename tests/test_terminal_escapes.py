@@ -19,7 +19,8 @@ TITLE = "\x1b]0;PWNED\x07"
 CLEAR = "\x1b[2J"
 LINK = "\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\"
 NASTY = f"{TITLE}title {CLEAR}clear {LINK} csi\x9b31m bell\x07 back\bspace del\x7f cr\rover"
-SHOWN = "␛]0;PWNED␇title ␛[2Jclear ␛]8;;https://evil.example/␛\\click me␛]8;;␛\\ csi�31m bell␇ back␈space del␡ cr␍over"
+SHOWN = ("␛]0;PWNED␇title ␛[2Jclear ␛]8;;https://evil.example/␛\\click me␛]8;;␛\\ csi�31m bell␇ back␈space "
+         "del␡ cr␍over")
 
 
 def no_controls(data: bytes) -> None:
