@@ -9,11 +9,46 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from everchat.actors.drafts import load_draft, recover_draft
 from everchat.actors.memory import Budget, Step
 from everchat.actors.planning import ZOOM_PAGE_BYTES, Planning, ZoomError
-from everchat.actors.store import ChatStore
+from everchat.actors.store import ChatStore, StoreError
+from everchat.actors.store._chat import is_chat
 
-__all__ = ["Chat", "ZoomError", "ZOOM_PAGE_BYTES"]
+__all__ = ["Chat", "ZoomError", "ZOOM_PAGE_BYTES", "LoggedButUnsaved", "open_writer_store"]
+
+
+class LoggedButUnsaved(StoreError):
+    """P7: the message was logged (it has ids and stays, R2), but planning it or saving the
+    views failed afterwards. The next open recovers the views from the log, so the caller
+    must not send it again (a retry would log it twice). `ids` and `cause` say which."""
+
+    def __init__(self, ids: list[int], cause: BaseException) -> None:
+        self.ids = list(ids)
+        self.cause = cause
+        which = f"message {ids[0]}" if len(ids) == 1 else f"messages {ids[0]}-{ids[-1]}"
+        super().__init__(f"logged as {which}, but saving the view failed: {cause}")
+
+
+def open_writer_store(path: str | Path, *, create: bool = False, clock=None) -> ChatStore:
+    """Open a chat as its one writer (R5), looking before writing (P11).
+
+    An existing chat is first opened read-only and its planner brought back in memory,
+    which checks the saved view against the merge records (R24) and every record since
+    the index's checkpoint: a chat the writer would refuse is refused before it wrote a
+    byte (a torn line terminated, an index rebuilt). Then the writer opens it and logs a
+    draft a crash left (R37, P18), so the reply lands before anything new."""
+    path = Path(path)
+    if is_chat(path):
+        with ChatStore.open(path, writer=False, quiet=True) as reader:
+            Planning.recover(reader, writer=False)
+    store = ChatStore.open(path, create=create, clock=clock)
+    try:
+        recover_draft(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 class Chat(Planning):
@@ -34,12 +69,25 @@ class Chat(Planning):
         clock=None,
     ) -> "Chat":
         """Open a chat folder and bring its planner back (R22, R24) in O(view)."""
-        store = ChatStore.open(path, create=create, writer=writer, clock=clock)
+        if writer:
+            store = open_writer_store(path, create=create, clock=clock)
+        else:
+            store = ChatStore.open(path, create=create, writer=False, clock=clock)
         try:
             return cls.recover(store, budget, writer)
         except BaseException:
             store.close()
             raise
+
+    def check(self) -> dict:
+        """`everchat check`: every record of the log and the tree with its checksum (R2,
+        R25), every referenced image (R9), the saved view against all merge records (R24)
+        and the draft of a reply in progress (R37). Raises CorruptRecord at the first
+        problem, naming its file and byte offset; returns the store's counts."""
+        report = self.store.check()
+        self.verify_views()
+        load_draft(self.store.path)
+        return report
 
     def close(self) -> None:
         self.store.close()
@@ -65,10 +113,17 @@ class Chat(Planning):
         """
         self._need_writer()
         ids = self.store.append_message(kind, text, key=key, images=images, meta=meta)
-        return ids, self.plan(ids)
+        return ids, self._plan_logged(ids)
 
     def add_many(self, items: Iterable) -> tuple[list[list[int]], list[Step]]:
         """Group commit (issue 2): many messages, one fsync, then their planning."""
         self._need_writer()
         id_lists = self.store.append_messages(list(items))
-        return id_lists, self.plan([i for ids in id_lists for i in ids])
+        return id_lists, self._plan_logged([i for ids in id_lists for i in ids])
+
+    def _plan_logged(self, ids: list[int]) -> list[Step]:
+        """Plan messages that are logged already: a failure now is a LoggedButUnsaved (P7)."""
+        try:
+            return self.plan(ids)
+        except (StoreError, OSError) as error:
+            raise LoggedButUnsaved(ids, error) from error

@@ -16,7 +16,8 @@ import json
 import logging
 from pathlib import Path
 
-from everchat.actors.store._files import atomic_write, fsync_dir, read_small
+from everchat.actors.store import BadInput, CorruptRecord
+from everchat.actors.store._files import atomic_write, fsync_dir, read_small, set_aside
 
 __all__ = ["DRAFT_NAME", "DRAFT_VERSION", "save_draft", "load_draft", "recover_draft"]
 
@@ -41,23 +42,45 @@ def save_draft(chat: Path, key: str | None, text: str, meta: dict | None) -> Non
 
 
 def load_draft(chat: Path) -> dict | None:
-    """The saved draft, or None. A draft of another version is an error naming the file."""
+    """The saved draft, or None. A file that is not a version 1 draft raises CorruptRecord
+    naming it (a partial reply would be lost with it, so `check` reports it)."""
     path = Path(chat) / DRAFT_NAME
     data = read_small(path)
     if data is None:
         return None
-    record = json.loads(data)
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise CorruptRecord(path, 0, f"not a draft (not JSON: {error})") from None
     if not isinstance(record, dict) or record.get("version") != DRAFT_VERSION:
-        raise ValueError(f"{path}: not a version {DRAFT_VERSION} draft")
+        raise CorruptRecord(path, 0, f"not a version {DRAFT_VERSION} draft")
+    meta = record.get("meta")
+    if not isinstance(record.get("key"), str) or not isinstance(record.get("text"), str) or not (
+            meta is None or isinstance(meta, dict)):
+        raise CorruptRecord(path, 0, "a draft needs a key, a text and a meta object")
+    try:
+        record["text"].encode("utf-8")
+    except UnicodeEncodeError:
+        raise CorruptRecord(path, 0, "the draft's text is not UTF-8") from None
     return record
 
 
 def recover_draft(store) -> list[int]:
-    """At the log writer's start: log a draft left by a crash, marked incomplete (R37),
-    then remove it. Returns the ids it was logged under ([] when there was none)."""
+    """At a writer's open (the log writer's start, or a one-shot command's): log a draft
+    left by a crash, marked incomplete (R37), then remove it, so it lands right after the
+    message it followed (P18). Returns the ids it was logged under ([] when there was none).
+
+    A draft that cannot be read (P2) is set aside in `damaged/` with a warning: it never
+    keeps the chat from opening."""
     from everchat.actors.turns import incomplete_text
 
-    record = load_draft(store.path)
+    try:
+        record = load_draft(store.path)
+    except CorruptRecord as damage:
+        moved = set_aside(Path(store.path), DRAFT_NAME)
+        log.warning("%s: %s; set aside as %s (the partial reply it held is not logged)", store.path, damage,
+                    moved.relative_to(store.path))
+        return []
     if record is None:
         return []
     ids: list[int] = []
@@ -65,8 +88,15 @@ def recover_draft(store) -> list[int]:
         meta = dict(record.get("meta") or {})
         why = meta.setdefault("incomplete", "crashed")
         before = store.message_count
-        ids = store.append_message("everchat", incomplete_text(record["text"], why), key=record["key"], meta=meta)
+        try:
+            ids = store.append_message("everchat", incomplete_text(record["text"], why), key=record["key"],
+                                       meta=meta)
+        except BadInput as refused:
+            moved = set_aside(Path(store.path), DRAFT_NAME)
+            log.warning("%s: draft.json cannot be logged (%s); set aside as %s", store.path, refused,
+                        moved.relative_to(store.path))
+            return []
         if ids and ids[0] >= before:
-            log.warning("%s: logged the reply a crash cut short (%s) as message %d", store, record["key"], ids[0])
+            log.warning("%s: logged the reply a crash cut short (%s) as message %d", store.path, record["key"], ids[0])
     save_draft(store.path, None, "", None)
     return ids

@@ -16,7 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors.drafts import recover_draft, save_draft
+from everchat.actors.chat import open_writer_store
+from everchat.actors.drafts import save_draft
+from everchat.actors.planning import records_after
 from everchat.actors.store import ChatStore
 from everchat.actors.usage import ROLES, Tally, UsageTotals, load_usage, save_usage
 from everchat.transport import Actor, TransportError, schema
@@ -46,8 +48,8 @@ class LogWriter(Actor):
         (ChatLocked names the owner, CorruptRecord the file and offset); the
         supervisor sees the failure and does not retry a locked folder forever."""
         super().on_start()
-        self.store = ChatStore.open(self.path, create=True)
-        recover_draft(self.store)  # a reply a crash cut short is logged, marked incomplete (R37)
+        # Looks before it writes (P11, R24) and logs a reply a crash cut short (R37).
+        self.store = open_writer_store(self.path, create=True)
         try:
             self.usage = load_usage(self.path)
         except ValueError as error:  # figures only: the chat opens, counting from zero
@@ -108,9 +110,10 @@ class LogWriter(Actor):
 
     def on_load_state(self, msg: schema.LoadState, delivery) -> schema.ChatState:
         view, cview = self.store.load_views()
-        after = -1 if view is None else view["t"]
-        records = [(list(merges), t, still_open) for merges, t, still_open in self.store.merge_records(after_t=after)]
-        return schema.ChatState(messages=self.store.message_count, view=view, cview=cview, records=records)
+        first, records = records_after(self.store, view)
+        records = [(list(merges), t, still_open) for merges, t, still_open in records]
+        return schema.ChatState(messages=self.store.message_count, view=view, cview=cview, records=records,
+                                first=first)
 
     def on_count_messages(self, msg: schema.CountMessages, delivery) -> schema.MessageCount:
         return schema.MessageCount(messages=self.store.message_count)

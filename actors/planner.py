@@ -63,8 +63,17 @@ class StoreProxy:
     def load_views(self):
         return self.state.view, self.state.cview
 
-    def merge_records(self, after_t: int = -1):
-        return [(merges, t, still_open) for merges, t, still_open in self.state.records if t > after_t]
+    @property
+    def merge_count(self) -> int:
+        return self.state.first + len(self.state.records)
+
+    def first_merge_after(self, t: int) -> int:
+        return self.state.first  # the log writer already chose them (planning.records_after)
+
+    def merge_records(self, after_t: int = -1, *, first: int | None = None):
+        if first != self.state.first:
+            raise ValueError(f"the log writer sent the merge records from {self.state.first}, not {first}")
+        return self.state.records
 
     def message_line(self, i: int) -> str:
         record = self._ask(schema.ReadMessage(i=i))
@@ -122,7 +131,7 @@ class PlannerActor(Actor):
         super().on_start()
         state = self.node.ask(self.log_writer, schema.LoadState(), timeout=_ASK_SECONDS)
         proxy = StoreProxy(self.node, self.log_writer, state, self._broken)
-        self.planning = Planning.recover(proxy, self.budget)
+        self.planning = Planning.recover(proxy, self.budget, verify=False)  # the log writer checked at open (R24)
         # Messages planned during the recovery started jobs too, and nothing is handed
         # out yet: every running job goes to the queue, in the order it started.
         self.planning.start_all()
@@ -406,5 +415,6 @@ def _advanced(state: schema.ChatState, messages: int) -> schema.ChatState:
     """The proxy's message count after new messages were logged."""
     if messages <= state.messages:
         return state
-    return schema.ChatState(messages=messages, view=state.view, cview=state.cview, records=[])
+    return schema.ChatState(messages=messages, view=state.view, cview=state.cview, records=[],
+                            first=state.first + len(state.records))
 

@@ -8,6 +8,7 @@ that asks the log writer; `Chat` wraps it with the store itself.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from everchat.actors.memory import (
@@ -29,14 +30,38 @@ from everchat.actors.memory import (
 )
 from everchat.actors.memory import children as _children
 from everchat.actors.store import BadInput, CorruptRecord
+from everchat.actors.view_check import check_saved_view, check_view_shape
 
-__all__ = ["Planning", "ZoomError", "ZOOM_PAGE_BYTES"]
+log = logging.getLogger("everchat.planning")
+
+__all__ = ["Planning", "ZoomError", "ZOOM_PAGE_BYTES", "VIEW_VERSION", "records_after"]
 
 UNSETTLED_MARK = "(not summarized yet, first 512 bytes) "
 """R36: how an unbuilt line reads when a turn stopped waiting for it."""
 
 ZOOM_PAGE_BYTES = 16_000
 """R35: `zoom(id, 1)` returns a message in pages of 16,000 bytes."""
+
+
+VIEW_VERSION = 2
+"""view.json's version: 2 adds `merges`, the number of merge records the view folds (R24),
+so records sharing a t (`fit_now`) are never folded twice or missed after a restart.
+Version 1 files (without it) name their place by `t` alone, which is right for them."""
+
+
+def records_after(store, view: dict | None) -> tuple[int, list]:
+    """R24: `(first, records)`: the merge records logged after a saved view, and the
+    number of the first of them. The log writer answers LoadState with the same."""
+    if view is None:
+        return 0, store.merge_records(first=0)
+    check_view_shape(view, str(Path(store.path) / "view.json"))
+    first = view.get("merges")
+    if first is None:
+        first = store.first_merge_after(view["t"])
+    elif type(first) is not int or not 0 <= first <= store.merge_count:
+        raise CorruptRecord(str(Path(store.path) / "view.json"), 0,
+                            f"it folds {first!r} merge records, the chat has {store.merge_count} (R24)")
+    return first, store.merge_records(first=first)
 
 
 class ZoomError(ValueError):
@@ -56,28 +81,45 @@ class Planning:
         self.planner = planner
         self.writer = writer
         self._leaf_lines: dict[int, str] = {}  # unbuilt leaves' lines, for their compactions
+        self.merges = 0  # merge records in the log: the view saved next folds them all (R24)
 
     @classmethod
-    def recover(cls, store, budget: Budget | None = None, writer: bool = True) -> "Planning":
+    def recover(cls, store, budget: Budget | None = None, writer: bool = True, verify: bool = True) -> "Planning":
         """Bring the planner back from the store (R22, R24); a writer saves what it redid.
 
-        Costs O(view): the saved view, its lines' ancestors and the merge
-        records after it, never the whole history.
+        Costs O(view): the saved view, its lines' ancestors and the merge records
+        after it, never the whole history. With `verify` the saved view is first
+        checked against the merge records since the fold checkpoint (R24 at open,
+        actors/view_check.py): a view that disagrees stops the chat, naming the file.
+        A compaction view that does not fit the view is derived data: it is rebuilt
+        from the view, with a warning (R24).
         """
         view, cview = store.load_views()
-        after = -1 if view is None else view["t"]
-        records = store.merge_records(after_t=after)
+        first, records = records_after(store, view)
+        if verify:
+            check_saved_view(store, view, first, writer=writer)
+        budget = budget or Budget()
         try:
-            planner, rebuilt, steps = recover(budget or Budget(), store.message_count, store, records, view, cview)
+            try:
+                planner, rebuilt, steps = recover(budget, store.message_count, store, records, view, cview)
+            except PlannerError as error:
+                if cview is None:
+                    raise
+                log.log(logging.DEBUG if getattr(store, "quiet", False) else logging.WARNING,
+                        "%s: compaction-view.json does not fit the view (%s); it is rebuilt from the view (R24)",
+                        store.path, error)
+                cview = None
+                planner, rebuilt, steps = recover(budget, store.message_count, store, records, view, cview)
         except PlannerError as error:
             raise CorruptRecord(str(Path(store.path) / "view.json"), 0, str(error)) from None
         planning = cls(store, planner, writer)
+        planning.merges = first + len(records)
         if writer:
             planning._save_nodes(rebuilt, [planner.tree.text[key] for key in rebuilt])
             for step in steps:
                 planning._persist(step)
-            if rebuilt or steps or view is None or cview is None:
-                store.save_views(*planner.saved_views())
+            if rebuilt or steps or view is None or cview is None or view.get("merges") != planning.merges:
+                planning._save_views()
         return planning
 
     @property
@@ -101,7 +143,6 @@ class Planning:
             wanted = []
         built: list[int] = []
         texts: list[str | None] = []
-        records = []
         for i in wanted:
             line = lines.get(i) if lines else None
             if line is None:
@@ -112,26 +153,48 @@ class Planning:
                 self._leaf_lines[i] = line  # the input of its compaction (R28)
             built += step.built
             texts += step.built_texts
-            if step.batch:
-                records.append(([pair_of(up) for up in step.merged], self.planner.messages,
-                                self.planner.view.shrinking))
             steps.append(step)
         # The group's consequences reach the disk in recovery order, each kind in one write:
         # free nodes, then the batches' merge records (R25), then the views (R22). A crash
         # in between leaves messages logged but not planned, which recovery plans again.
         self._save_nodes(built, texts)
-        for merges, t, still_open in records:
-            self.store.append_merge(merges, t, still_open)
+        for step in steps:
+            self._save_record(step)
         if steps:
-            self.store.save_views(*self.planner.saved_views())
+            self._save_views()
         return steps
+
+    def fit_now(self) -> Step:
+        """The batch R19 would run at the next message, run now (`Planner.fit_now`):
+        `compact` ends with it and an over-budget turn runs it before it renders. Its
+        merge record (R25) and the views are saved in recovery order."""
+        self._need_writer()
+        step = self.planner.fit_now()
+        if step.batch:
+            self._save_record(step)
+            self._save_views()
+        return step
 
     def _persist(self, step: Step) -> None:
         """Free nodes, then the batch's merge record (R25): the order recovery relies on."""
         self._save_nodes(step.built, step.built_texts)
-        if step.batch:
-            merges = [pair_of(up) for up in step.merged]
-            self.store.append_merge(merges, self.planner.messages, self.planner.view.shrinking)
+        self._save_record(step)
+
+    def _save_record(self, step: Step) -> None:
+        """R25: the step's own merge record, with its own t and shrinking flag (P1: a
+        replay of several steps once wrote every record with the last step's values)."""
+        record = step.record
+        if record is not None:
+            merged, t, still_open = record
+            self.store.append_merge([pair_of(up) for up in merged], t, still_open)
+            self.merges += 1
+
+    def _save_views(self) -> None:
+        """R22: both views, the view carrying how many merge records it folds (R24)."""
+        view, cview = self.planner.saved_views()
+        view["version"] = VIEW_VERSION
+        view["merges"] = self.merges
+        self.store.save_views(view, cview)
 
     def _save_nodes(self, keys: list[int], texts: list[str | None]) -> None:
         if keys:
@@ -245,22 +308,11 @@ class Planning:
         }
 
     def verify_views(self) -> None:
-        """R24: the saved view must agree with the view refolded from the merge records."""
+        """R24, for `check`: the saved view agrees with every merge record, folded from
+        the first (never from the fold checkpoint)."""
         view, _ = self.store.load_views()
-        if view is None:
-            return
-        t, lines, shrinking = refold(self.store.merge_records(after_t=-1))
-        if t > view["t"]:
-            return  # saved before its last batch's record: recovery folds it forward
-        if not shrinking:
-            lines += [(0, leaf) for leaf in range(t, view["t"])]
-            t = view["t"]
-        if t == view["t"] and [list(pair) for pair in lines] != [list(pair) for pair in view["view"]]:
-            raise CorruptRecord(
-                str(Path(self.store.path) / "view.json"),
-                0,
-                "view.json disagrees with the view refolded from the merge records (R24)",
-            )
+        first, _ = records_after(self.store, view)
+        check_saved_view(self.store, view, first, writer=False, full=True)
 
     def _need_writer(self) -> None:
         if not self.writer:

@@ -191,8 +191,7 @@ def run(command: str, args: argparse.Namespace) -> int:
                 figures["live"] = live
                 print(json.dumps(figures, indent=2))
             elif command == "check":
-                report = chat.store.check()
-                chat.verify_views()
+                report = chat.check()
                 print(json.dumps({"ok": True, **report}))
         except ZoomError as error:
             raise UsageError(str(error)) from None

@@ -85,9 +85,13 @@ def test_r24_a_view_json_that_disagrees_with_the_merge_records_is_a_loud_error(f
             saved["view"][at : at + 1] = [[l - 1, 2 * i], [l - 1, 2 * i + 1]]
             break
     (folder / "view.json").write_text(json.dumps(saved))
-    with Chat.open(folder, writer=False, budget=SMALL) as chat:
-        with pytest.raises(CorruptRecord, match="disagrees"):
-            chat.verify_views()
+    # R24 at open (issue 8): every opening refuses it, naming the file; nothing is written.
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    for writer in (False, True):
+        with pytest.raises(CorruptRecord, match="view.json: byte 0: view.json disagrees"):
+            Chat.open(folder, writer=writer, budget=SMALL)
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "writer.lock"} == {
+        p: b for p, b in before.items() if p.name != "writer.lock"}
 
 
 def test_r22_messages_logged_but_never_planned_are_planned_at_open(folder):

@@ -434,10 +434,25 @@ def test_r22_save_views_replaces_the_files_by_rename_and_fsyncs(store, chat, mon
 
 def test_r24_an_unparseable_view_file_is_a_corrupt_record_naming_it(store, chat):
     store.save_views({"a": 1}, {"b": 2})
-    (chat / "compaction-view.json").write_text('{"b": 2,, }')
+    (chat / "view.json").write_text('{"a": 1,, }')
     with pytest.raises(CorruptRecord) as err:
         store.load_views()
-    assert err.value.file == str(chat / "compaction-view.json") and err.value.offset == 8
+    assert err.value.file == str(chat / "view.json") and err.value.offset == 8
+
+
+def test_p14_an_unparseable_compaction_view_is_set_aside_by_a_writer_and_loads_as_none(store, chat, caplog):
+    """R24: a lost compaction view restarts as the view fitted down; a damaged one is set
+    aside in damaged/ (never deleted) with a warning naming it, and never blocks the chat."""
+    store.save_views({"a": 1}, {"b": 2})
+    (chat / "compaction-view.json").write_text('{"b": 2,, }')
+    with ChatStore.open(chat, writer=False) as reader:
+        assert reader.load_views() == ({"a": 1}, None)
+    assert (chat / "compaction-view.json").exists(), "a reader never moves a file (R5)"
+    assert store.load_views() == ({"a": 1}, None)
+    assert "compaction-view.json: byte 8" in caplog.text
+    [aside] = (chat / "damaged").iterdir()
+    assert aside.name.endswith("-compaction-view.json") and aside.read_text() == '{"b": 2,, }'
+    assert not (chat / "compaction-view.json").exists()
 
 
 @pytest.mark.parametrize("image", [PNG, JPEG, GIF, WEBP])
@@ -503,7 +518,7 @@ def test_check_verifies_the_chat_and_returns_counts(store):
     store.append_nodes([(0, 0, "a"), (0, 1, "b"), (1, 0, "ab")])
     store.append_merge([(0, 0)], 4, False)
     assert store.check() == {"messages": 4, "nodes": 3, "merges": 1, "files": 2,
-                             "bytes": store.check()["bytes"], "torn": 0, "repaired": 0}
+                             "bytes": store.check()["bytes"], "torn": 0, "repaired": 0, "assets": 0}
 
 
 def test_r1_a_new_chat_is_never_made_among_other_files(tmp_path):

@@ -133,8 +133,8 @@ def test_dict_fields_carry_json_like_data_only():
 
 
 def test_a_float_field_takes_an_int_and_a_bool_is_never_an_int():
-    assert schema.decode(msgpack.packb(["SettleView", [3, 2]])) == schema.SettleView(3, 2.0)
-    assert reason(msgpack.packb(["SettleView", [True, 2.0]])) == "SettleView.until: expected int, got bool True"
+    assert schema.decode(msgpack.packb(["SettleView", [3, 2, 0]])) == schema.SettleView(3, 2.0)
+    assert reason(msgpack.packb(["SettleView", [True, 2.0, 0]])) == "SettleView.until: expected int, got bool True"
 
 
 def test_huge_claimed_lengths_are_refused_without_allocating_them():

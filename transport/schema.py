@@ -373,18 +373,20 @@ class LoadState(Message):
 @_message(BLOCK)
 @dataclass(frozen=True, slots=True)
 class ChatState(Message):
-    """Reply to LoadState: message count, saved views, merge records (merges, t, open)."""
+    """Reply to LoadState: message count, saved views, the merge records (merges, t, open)
+    logged after the saved view, and the number of the first of them (R24)."""
     messages: int
     view: dict | None
     cview: dict | None
     records: list[tuple[list[tuple[int, int]], int, bool]]
+    first: int = 0
 
     def to_wire(self) -> list:
-        return [self.messages, self.view, self.cview, self.records]
+        return [self.messages, self.view, self.cview, self.records, self.first]
 
     @classmethod
     def from_wire(cls, obj: Any) -> ChatState:
-        messages, view, cview, records = fields(obj, 4, cls)
+        messages, view, cview, records, first = fields(obj, 5, cls)
         out = []
         for item in list_(records, "ChatState.records"):
             if type(item) is not list or len(item) != 3:
@@ -392,7 +394,7 @@ class ChatState(Message):
             out.append((pairs(item[0], "ChatState.records[].merges"),
                         int_(item[1], "ChatState.records[].t"), bool_(item[2], "ChatState.records[].open")))
         return cls(int_(messages, "ChatState.messages"), opt_dict(view, "ChatState.view"),
-                   opt_dict(cview, "ChatState.cview"), out)
+                   opt_dict(cview, "ChatState.cview"), out, int_(first, "ChatState.first"))
 
 
 @_message(DROP)
@@ -495,18 +497,21 @@ class NodeBuilt(Message):
 @_message(REFUSE)
 @dataclass(frozen=True, slots=True)
 class SettleView(Message):
-    """Ask the planner for the view once every line up to message `until` is built, waiting
-    at most `timeout` seconds (R36) (ask -> SettledView)."""
+    """Ask the planner for the view once every line of messages `since` … `until` - 1 is
+    built, waiting at most `timeout` seconds (R36) (ask -> SettledView). A turn waits from
+    0 (its whole view); `ask` waits for its own turn's lines only (P18)."""
     until: int
     timeout: float
+    since: int = 0
 
     def to_wire(self) -> list:
-        return [self.until, float(self.timeout)]
+        return [self.until, float(self.timeout), self.since]
 
     @classmethod
     def from_wire(cls, obj: Any) -> SettleView:
-        until, timeout = fields(obj, 2, cls)
-        return cls(int_(until, "SettleView.until"), float_(timeout, "SettleView.timeout"))
+        until, timeout, since = fields(obj, 3, cls)
+        return cls(int_(until, "SettleView.until"), float_(timeout, "SettleView.timeout"),
+                   int_(since, "SettleView.since"))
 
 
 @_message(BLOCK)

@@ -71,10 +71,12 @@ class Step:
     `built`: nodes built free at this event (R11), to append to the tree, in
     order, with their texts in `built_texts` (when the planner was given texts;
     a batch may already have merged them below the view). `batch`: whether an R19 batch ran (then R25 wants a merge record with
-    `merged` and the view's `shrinking`). `started`: compactions to start now.
+    `merged`, and this step's own message count `t` and `shrinking` flag: a caller that
+    persists several steps at once must not take them from the planner, which has moved
+    on). `started`: compactions to start now.
     """
 
-    __slots__ = ("built", "built_texts", "batch", "merged", "cview_changed", "started")
+    __slots__ = ("built", "built_texts", "batch", "merged", "cview_changed", "started", "t", "shrinking")
 
     def __init__(self) -> None:
         self.built: list[int] = []
@@ -83,6 +85,13 @@ class Step:
         self.merged: list[int] = []
         self.cview_changed = False
         self.started: list[int] = []
+        self.t = 0
+        self.shrinking = False
+
+    @property
+    def record(self) -> tuple[list[int], int, bool] | None:
+        """R25: the merge record this step's batch owes, `(merged, t, open)`; None without a batch."""
+        return (self.merged, self.t, self.shrinking) if self.batch else None
 
     def __repr__(self) -> str:
         return (
@@ -149,25 +158,53 @@ class Planner:
 
         budget = self.budget
         if view.size > budget.ceiling or view.shrinking:
-            step.batch = True
-            step.merged = view.fit(budget.floor, self.messages, tree)
-        if step.merged:
-            self.cview = cview = view.copy()
-            cview.fit(budget.cfloor, self.messages, tree)
-            step.cview_changed = True
-            # The merged halves are below the frontier now (see Tree); drop them.
-            forget, members = tree.forget, cview.members
-            for up in step.merged:
-                left = up - 1
-                right = left + ((1 << ((up & _LEVEL_MASK) - 1)) << LEVEL_BITS)
-                if left not in members:
-                    forget(left)
-                if right not in members:
-                    forget(right)
-        else:
+            self._batch(step)
+        if not step.merged:
             cview.append(leaf, tree)
             if cview.size > budget.cceiling or cview.shrinking:
                 step.cview_changed = bool(cview.fit(budget.cfloor, self.messages, tree))
+        step.t, step.shrinking = self.messages, view.shrinking
+        self._start(step.started)
+        return step
+
+    def _batch(self, step: Step) -> None:
+        """R19's batch on the view; when it merged, R21's fresh compaction view."""
+        budget, tree, view = self.budget, self.tree, self.view
+        step.batch = True
+        step.merged = view.fit(budget.floor, self.messages, tree)
+        if not step.merged:
+            return
+        self.cview = cview = view.copy()
+        cview.fit(budget.cfloor, self.messages, tree)
+        step.cview_changed = True
+        # The merged halves are below the frontier now (see Tree); drop them.
+        forget, members = tree.forget, cview.members
+        for up in step.merged:
+            left = up - 1
+            right = left + ((1 << ((up & _LEVEL_MASK) - 1)) << LEVEL_BITS)
+            if left not in members:
+                forget(left)
+            if right not in members:
+                forget(right)
+
+    def fit_now(self) -> Step:
+        """The batch R19 would run at the next message, run now, without one (issue 8).
+
+        The one place a batch runs without a new message: `compact` ends with it, and a
+        turn whose settled view is still over the ceiling runs it before rendering, so
+        no request carries more than the ceiling (R36 renders the view before the
+        turn's message is appended, so the message's own batch would come too late).
+        It runs only when R19 would (over the ceiling, or still shrinking), and owes a
+        merge record (R25) only when it changed something: pairs merged or the
+        shrinking flag; its record's t is the current message count, so it may equal
+        the record before it (t never decreases, R25)."""
+        step = Step()
+        view = self.view
+        if view.size > self.budget.ceiling or view.shrinking:
+            was = view.shrinking
+            self._batch(step)
+            step.batch = bool(step.merged) or view.shrinking != was
+        step.t, step.shrinking = self.messages, view.shrinking
         self._start(step.started)
         return step
 
@@ -377,6 +414,14 @@ class Planner:
             planner.cview = planner.view.copy()
             planner.cview.fit(budget.cfloor, messages, tree)
         return planner, rebuilt
+
+    def unstart(self) -> None:
+        """Forget the starts made so far (no call was made for them): merges go back to
+        the front of their queue in start order, leaves stay pending. `start_all` makes
+        the same starts again."""
+        merges = [key for key in self.running if level(key)]
+        self.running.clear()
+        self.merge_queue.extendleft(reversed(merges))
 
     def start_all(self) -> list[int]:
         """Start whatever may start now (after a restart, R30 retries)."""

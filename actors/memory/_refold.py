@@ -36,37 +36,52 @@ def refold(
     """Fold merge records into the view they leave behind.
 
     Starts from `lines` covering `messages` (default: the empty chat) and folds
-    the records whose `t` is past it. Returns `(t, lines, open)` right after the
-    last record folded. A record that merges anything but two sibling lines is a
-    loud error (R24: records and saved views must agree).
+    `records`, which must be exactly the records logged after those lines were
+    saved. Returns `(t, lines, open)` right after the last record folded.
+
+    t never decreases (R25), the same order the store's scan accepts: two records
+    may share a t, when a batch ran without a new message (`Planner.fit_now`), and
+    in chats an older Everchat recovered with one t for every replayed step (the
+    review's P1). Such records fold in log order at their t; folding a batch after
+    leaves that came later leaves the same lines, so those chats refold to the view
+    they saved. A record whose t goes back, or that merges anything but two sibling
+    lines, is a loud error (R24: records and saved views must agree).
     """
     by_first: dict[int, int] = {}  # first message -> line key
     for l, i in lines:
         key = key_of(l, i)
         by_first[start(key)] = key
     last_t = messages
-    for merges, t, still_open in records:
-        if t <= last_t:
-            if t <= messages:
-                continue  # already in the saved view
-            raise PlannerError(f"merge records out of order: t={t} after t={last_t}")
-        for leaf in range(last_t, t):
-            by_first[leaf] = leaf << LEVEL_BITS
-        last_t = t
-        for pair in merges:
-            l, i = pair
-            if l < 0 or i < 0 or i % 2:
-                raise PlannerError(f"merge record t={t} names a pair by {[l, i]}, not by a left member")
-            up = key_of(l + 1, i // 2)
-            if end(up) > t:
-                raise PlannerError(f"merge record t={t} merges {name(up)}, past its {t} messages")
-            left, right = children(up)
-            if by_first.get(start(left)) != left or by_first.get(start(right)) != right:
-                raise PlannerError(f"merge record t={t} merges {name(up)}, whose halves are not both lines")
-            del by_first[start(right)]
-            by_first[start(left)] = up
-        shrinking = bool(still_open)
+    for n, record in enumerate(records):
+        try:
+            last_t, shrinking = _fold_one(record, by_first, last_t)
+        except PlannerError as error:
+            error.record = n  # which record did not fold, for the caller to name its place
+            raise
     return last_t, [node_of(by_first[first]) for first in sorted(by_first)], shrinking
+
+
+def _fold_one(record: Sequence, by_first: dict[int, int], last_t: int) -> tuple[int, bool]:
+    """Fold one record (its first three fields) into `by_first`; returns its t and open."""
+    merges, t, still_open = record[0], record[1], record[2]
+    if t < last_t:
+        raise PlannerError(f"merge records out of order: t={t} after t={last_t}")
+    for leaf in range(last_t, t):
+        by_first[leaf] = leaf << LEVEL_BITS
+    last_t = t
+    for pair in merges:
+        l, i = pair
+        if l < 0 or i < 0 or i % 2:
+            raise PlannerError(f"merge record t={t} names a pair by {[l, i]}, not by a left member")
+        up = key_of(l + 1, i // 2)
+        if end(up) > t:
+            raise PlannerError(f"merge record t={t} merges {name(up)}, past its {t} messages")
+        left, right = children(up)
+        if by_first.get(start(left)) != left or by_first.get(start(right)) != right:
+            raise PlannerError(f"merge record t={t} merges {name(up)}, whose halves are not both lines")
+        del by_first[start(right)]
+        by_first[start(left)] = up
+    return last_t, bool(still_open)
 
 
 def recover(
@@ -80,17 +95,21 @@ def recover(
     """The planner of a chat of `messages` messages after a restart (R22, R24).
 
     `view` and `cview` are the saved view files' contents (None when lost);
-    `records` the merge records with `t` past the saved view (all of them when it
+    `records` the merge records logged after the saved view (all of them when it
     is lost). Returns the planner, the free nodes it had to build again, and the
-    steps of messages it processed now, for the caller to persist like live ones.
+    steps of messages it processed now, for the caller to persist like live ones
+    (each step carries its own t and shrinking flag for its merge record).
 
     - Saved view: folded forward by any later records (a crash between a record
       and the save); messages after that were never planned, so they are
       processed now, as live ones.
     - Lost view: refolded from all the records. Messages after the last record
       had no batch (each batch logs a record), so their leaves are appended as
-      they were, unless that record was still shrinking: then each later message
-      would have logged a batch, so none of them was processed and they are now.
+      they were, with their built state read back, unless that record was still
+      shrinking: then each later message would have logged a batch, so none of
+      them was processed and they are now. (Had a crash also kept the batch of
+      a message after the last record from being logged, it is not redone: the
+      next message's batch fits the view.)
     - The compaction view is used when it belongs to the same message count and
       nothing was folded after it; otherwise it restarts as the view fitted (R24).
     """
@@ -114,4 +133,7 @@ def recover(
     for i in range(t, messages):
         line = source.message_line(i)
         steps.append(planner.add_message(len(line.encode()), line))
+    planner.unstart()  # nothing runs right after a restart: the caller starts (start_all)
+    for step in steps:
+        step.started = []
     return planner, rebuilt, steps

@@ -29,12 +29,19 @@ _FOLDERS = ("main", "tree", "assets")
 
 
 def is_chat(path: Path) -> bool:
-    """A chat folder has `chat.json` or, from before it existed, `main/`."""
-    return path.is_dir() and ((path / "chat.json").is_file() or (path / "main").is_dir())
+    """A chat folder has `chat.json` or, from before it existed, `main/` among nothing but
+    a chat's own names (P17: a folder of someone's files that happens to hold a `main/`
+    is not adopted)."""
+    if not path.is_dir():
+        return False
+    if (path / "chat.json").is_file():
+        return True
+    return (path / "main").is_dir() and not foreign_entries(path)
 
 
-_OWN_NAMES = frozenset(_FOLDERS) | {"index", "config", "run", "agents", "chat.json", "writer.lock", "view.json",
-                                    "compaction-view.json", "usage.json", "draft.json"}
+_OWN_NAMES = frozenset(_FOLDERS) | {"index", "config", "run", "agents", "damaged", "chat.json", "writer.lock",
+                                    "supervisor.lock", "view.json", "compaction-view.json", "usage.json",
+                                    "draft.json", "repairs.json"}
 
 
 def foreign_entries(path: Path) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["write_all", "fsync_dir", "atomic_write", "remove_stale_temps", "read_small"]
+__all__ = ["write_all", "fsync_dir", "atomic_write", "remove_stale_temps", "read_small", "set_aside", "DAMAGED"]
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -61,3 +61,22 @@ def read_small(path: Path) -> bytes | None:
             return f.read()
     except FileNotFoundError:
         return None
+
+
+DAMAGED = "damaged"
+"""The chat folder's `damaged/`: derived files that could not be read are moved here
+(never deleted), named `<UTC time>-<name>`, so nothing is lost to a rebuild."""
+
+
+def set_aside(chat: Path, name: str) -> Path:
+    """Move the chat's file `name` into `damaged/` (writer only); returns where it went."""
+    from datetime import datetime, timezone
+
+    folder = chat / DAMAGED
+    folder.mkdir(mode=0o700, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    target = folder / f"{stamp}-{name.replace('/', '-')}"
+    os.replace(chat / name, target)
+    fsync_dir(folder)
+    fsync_dir(chat)
+    return target

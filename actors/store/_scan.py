@@ -232,6 +232,7 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
               "repaired": 0}
     files: set[str] = set()
     groups, keys_seen = KeyGroups(), 0
+    assets: dict[str, tuple[str, int, int]] = {}  # digest -> where it is first referenced
     msgs = index.messages
     locs = index.message_locs()
     for rel, ordinal, offset, line in _whole_lines(main, stops[0], counts, files, repairs):
@@ -245,6 +246,11 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
         if i < msgs.count and next(locs) != (ordinal, len(line), offset):
             raise CorruptRecord(msgs.path, i * LOC.size, f"the index disagrees with the log"
                                 f" about message {i} at {rel} byte {offset}")
+        images = rec.get("images")
+        if images:
+            for digest in images:
+                if digest not in assets:
+                    assets[digest] = (rel, offset, i)
         whole = groups.feed(rec, i)
         if whole is not None:
             if keys_seen < index.keys.count:
@@ -255,6 +261,8 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
                                         f"append of message {whole[1]}")
             keys_seen += 1
         counts["messages"] = i + 1
+    _check_assets(chat, assets)
+    counts["assets"] = len(assets)
     if counts["messages"] < msgs.count:
         raise CorruptRecord(msgs.path, counts["messages"] * LOC.size,
                             f"the index knows {msgs.count} messages, the log only "
@@ -279,6 +287,21 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
                             f"only {counts['merges']}")
     counts["files"] = len(files)
     return counts
+
+
+def _check_assets(chat: Path, assets: dict[str, tuple[str, int, int]]) -> None:
+    """R9: every image a message references is stored, and its bytes hash to its name
+    (P13). A reader reads them; the name says which message needs it."""
+    for digest, (rel, offset, i) in assets.items():
+        path = chat / "assets" / digest
+        try:
+            with open(path, "rb") as f:
+                actual = hashlib.file_digest(f, "sha256").hexdigest()
+        except FileNotFoundError:
+            raise CorruptRecord(path, 0, f"the image of message {i} ({rel} byte {offset}) is missing") from None
+        if actual != digest:
+            raise CorruptRecord(path, 0, f"the image of message {i} was changed: its bytes no longer hash to "
+                                         "its name (R9)")
 
 
 def _whole_lines(log: DayLog, stop, counts: dict, files: set, repairs):

@@ -19,7 +19,7 @@ from ._chat import foreign_entries, is_chat, load_repairs, make_layout, read_cha
 from ._daylog import DayLog
 from ._errors import (BadInput, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
                       StoreClosed, StoreError)
-from ._files import remove_stale_temps
+from ._files import remove_stale_temps, set_aside
 from ._index import KEY, LOC, MERGE, LogIndex
 from ._lock import WriterLock
 from ._prepare import Prepared, check_node, check_node_id, prepare_message
@@ -54,6 +54,9 @@ class ChatStore:
 
     def __init__(self, path: Path, writer: bool, clock: Callable[[], datetime]) -> None:
         self.path = path
+        #: Warnings go to the debug level: a look before writing (P11) must not say twice
+        #: what the writer that follows says.
+        self.quiet = False
         self.writer = writer
         self._clock = clock
         self._lock = WriterLock(path) if writer else None
@@ -75,7 +78,7 @@ class ChatStore:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = False, writer: bool = True,
-             clock: Callable[[], datetime] | None = None) -> ChatStore:
+             clock: Callable[[], datetime] | None = None, quiet: bool = False) -> ChatStore:
         """Open the chat folder at `path`.
 
         `writer=True` takes the OS lock at once (R5) or raises ChatLocked naming the owner.
@@ -89,6 +92,7 @@ class ChatStore:
         if create and not writer:
             raise BadInput("create=True needs writer=True (R5: readers never write)")
         store = cls(path, writer, clock or _default_clock)
+        store.quiet = quiet
         try:
             store._open(create)
         except BaseException:
@@ -134,7 +138,7 @@ class ChatStore:
         rebuilt = not index_agrees(self._main, self._tree, index)
         if rebuilt:
             if index.found is not None:
-                log.warning("%s: the index disagrees with the log; rebuilding it", self)
+                self.warn("%s: the index disagrees with the log; rebuilding it", self.path)
             index.reset()
         start = index.start
         tail = scan_main(path, self._main, start.main, start.messages, self._repairs)
@@ -149,8 +153,8 @@ class ChatStore:
             self._stops = (tail.end, tree_end)
         self.repairs = tail.torn + torn
         for r in self.repairs:
-            log.warning("%s: %s byte %d: torn last line of %d bytes (a crash mid-write) "
-                        "skipped (R2)", self, r.file, r.offset, r.length)
+            self.warn("%s: %s byte %d: torn last line of %d bytes (a crash mid-write) "
+                      "skipped (R2)", self.path, r.file, r.offset, r.length)
         if self.writer:
             self._terminate_torn()
             self._main.open_tail()
@@ -168,6 +172,10 @@ class ChatStore:
         for r in self.repairs:
             stream = self._main if r.file.startswith("main/") else self._tree
             stream.terminate(date.fromisoformat(r.file[-16:-6]).toordinal())
+
+    def warn(self, text: str, *args) -> None:
+        """A warning about the chat folder (debug level while `quiet`)."""
+        log.log(logging.DEBUG if self.quiet else logging.WARNING, text, *args)
 
     # -- state checks ---------------------------------------------------------------------
 
@@ -394,11 +402,30 @@ class ChatStore:
         self._last_t = t
         self._wrote(len(line))
 
-    def merge_records(self, after_t: int = -1) -> list[tuple[list[tuple[int, int]], int, bool]]:
-        """The merge records with t > after_t in log order (R24, R25): a binary search in
-        the merge index, then one pread per record returned."""
+    @property
+    def merge_count(self) -> int:
+        """How many merge records the chat holds (R25)."""
+        return self._usable().merges.count
+
+    def first_merge_after(self, t: int) -> int:
+        """The number of the first merge record with a t above `t` (a binary search)."""
+        return self._usable().first_merge_after(t)
+
+    def merge_records(self, after_t: int = -1, *, first: int | None = None,
+                      ) -> list[tuple[list[tuple[int, int]], int, bool]]:
+        """The merge records in log order (R24, R25): those with t > after_t (a binary
+        search in the merge index), or, with `first`, those from the first-th record on;
+        then one pread per record returned."""
+        return [record[:3] for record in self.merge_records_at(after_t, first=first)]
+
+    def merge_records_at(self, after_t: int = -1, *, first: int | None = None) -> list[tuple]:
+        """`merge_records` with each record's place: `(merges, t, open, file, offset)`, so a
+        record that does not fold can be named (R2: the file and the byte offset)."""
         index = self._usable()
-        first = index.first_merge_after(after_t)
+        if first is None:
+            first = index.first_merge_after(after_t)
+        elif type(first) is not int or not 0 <= first <= index.merges.count:
+            raise BadInput(f"no merge record {first!r}: the chat has {index.merges.count}")
         count = index.merges.count - first
         out = []
         if count <= 0:
@@ -408,7 +435,7 @@ class ChatStore:
             if rec[0] != "merge" or rec[2] != t:
                 raise CorruptRecord(self._tree.path(ordinal), offset, "the index puts a "
                                     f"merge record with t={t} here; the log differs")
-            out.append((rec[1], rec[2], rec[3]))
+            out.append((rec[1], rec[2], rec[3], self._tree.path(ordinal), offset))
         return out
 
     # -- views and assets -------------------------------------------------------------------
@@ -419,9 +446,30 @@ class ChatStore:
         _views.save_views(self.path, view, cview)
 
     def load_views(self) -> tuple[dict | None, dict | None]:
-        """(view, compaction view) as saved; None for a missing file (R24)."""
+        """(view, compaction view) as saved; None for a missing file (R24). An unreadable
+        `view.json` raises CorruptRecord; an unreadable compaction view is derived data
+        (R24: it restarts as the view fitted down): it is reported, a writer sets it aside
+        in `damaged/`, and it loads as None (P14)."""
         self._usable()
-        return _views.load_views(self.path)
+        view, cview, damage = _views.load_views(self.path)
+        if damage is not None:
+            if self.writer and self._broken is None:
+                moved = set_aside(self.path, _views.CVIEW_NAME)
+                log.warning("%s: %s; it is rebuilt from the view, the damaged file kept as %s",
+                            self.path, damage, moved.relative_to(self.path))
+            else:
+                self.warn("%s: %s; the view fitted down stands in for it (R24)", self.path, damage)
+        return view, cview
+
+    def save_fold(self, fold: dict) -> None:
+        """Save the fold checkpoint (`index/fold.json`, derived; see actors/view_check.py)."""
+        self._writable()
+        _views.save_fold(self.path, fold)
+
+    def load_fold(self) -> dict | None:
+        """The fold checkpoint as saved; None when missing or unreadable (it is derived)."""
+        self._usable()
+        return _views.load_fold(self.path)
 
     def put_asset(self, data: bytes) -> str:
         """Store an image once under `assets/<sha256>` and return the digest (R9)."""

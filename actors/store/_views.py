@@ -12,10 +12,11 @@ from pathlib import Path
 from ._errors import BadInput, CorruptRecord
 from ._files import atomic_write, fsync_dir, read_small
 
-__all__ = ["VIEW_NAME", "CVIEW_NAME", "save_views", "load_views"]
+__all__ = ["VIEW_NAME", "CVIEW_NAME", "FOLD_NAME", "save_views", "load_views", "save_fold", "load_fold"]
 
 VIEW_NAME = "view.json"
 CVIEW_NAME = "compaction-view.json"
+FOLD_NAME = "index/fold.json"
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
@@ -59,6 +60,27 @@ def _load(chat: Path, name: str) -> dict | None:
     return value
 
 
-def load_views(chat: Path) -> tuple[dict | None, dict | None]:
-    """(view, compaction view); a missing file gives None, an unreadable one CorruptRecord."""
-    return _load(chat, VIEW_NAME), _load(chat, CVIEW_NAME)
+def load_views(chat: Path) -> tuple[dict | None, dict | None, CorruptRecord | None]:
+    """(view, compaction view, the compaction view's damage); a missing file gives None.
+    An unreadable view is a CorruptRecord; an unreadable compaction view is returned as
+    its damage (it is derived, R24: the caller rebuilds it)."""
+    view = _load(chat, VIEW_NAME)
+    try:
+        return view, _load(chat, CVIEW_NAME), None
+    except CorruptRecord as damage:
+        return view, None, damage
+
+
+def save_fold(chat: Path, fold: dict) -> None:
+    """Replace `index/fold.json`, the fold checkpoint (derived, like the rest of `index/`:
+    a crash may lose it, never the log)."""
+    if (chat / "index").is_dir():
+        atomic_write(chat / FOLD_NAME, _bytes(FOLD_NAME, fold), sync_dir=False)
+
+
+def load_fold(chat: Path) -> dict | None:
+    """The fold checkpoint, or None when it is missing or unreadable (it is derived)."""
+    try:
+        return _load(chat, FOLD_NAME)
+    except CorruptRecord:
+        return None
