@@ -22,23 +22,25 @@ Who may touch the chat:
   its sockets 0600 and lets in only processes of the same user.
 - Actor processes die with the supervisor (P16): each asks the kernel (Linux) to kill it
   when the thread that started it ends, so every child is started from one thread that
-  lives as long as the supervisor (`_Launcher`), never from a caller's thread that may end
+  lives as long as the supervisor (`supervisor_parts.Launcher`), never from a caller's thread that may end
   first. Elsewhere the children poll for their parent (actors/process.py).
+- Actor processes log to `run/<name>.log`, never to the terminal they share with the
+  person (P9); the warning about a stopped one names its file.
+
+The session reads `stopping`, `running(name)` and `incarnation(name)` to repeat its
+requests across restarts (P4).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
-import queue
 import socket
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +48,8 @@ from everchat.actors.compactor import CompactorWorker
 from everchat.actors.log_writer import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner import PlannerActor
-from everchat.actors.store import ChatLocked, ChatStore
+from everchat.actors.store import ChatStore
+from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher
 from everchat.actors.turn_runner import SETTINGS_ENV, TurnRunnerActor, settings_flags
 from everchat.transport import Actor, KeyStore, Node, parse_address, schema
 
@@ -59,7 +62,6 @@ _BACKOFF_FIRST = 0.1
 _BACKOFF_MAX = 5.0
 _RESTART_LIMIT = 10  # restarts within _RESTART_WINDOW seconds before giving up
 _RESTART_WINDOW = 60.0
-LOCK_NAME = "supervisor.lock"  # in the chat folder, beside the store's writer.lock
 
 
 class GaveUp(RuntimeError):
@@ -160,85 +162,6 @@ class SupervisorActor(NodeAgent):
         return schema.StatsReply(actors=self.supervisor.statistics())
 
 
-class _ChatLock:
-    """The supervisor's OS lock on its chat folder (P6): `fcntl.flock` on `supervisor.lock`,
-    taken without waiting, the owner written in it as `{"v": 1, "pid": ..., "host": ...}`
-    (the same form as the store's writer.lock) so a second supervisor can name it. The
-    kernel drops it when the owner dies, also by kill -9."""
-
-    def __init__(self, chat: Path) -> None:
-        self.path = chat / LOCK_NAME
-        self.held = False
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock at once, or raise ChatLocked naming its owner."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid, host = _lock_owner(fd)
-            os.close(fd)
-            raise ChatLocked(str(self.path.parent), pid, host) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd, self.held = fd, True
-        os.fchmod(fd, 0o600)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"v": 1, "pid": os.getpid(), "host": socket.gethostname()}).encode() + b"\n", 0)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd, self.held = self._fd, None, False
-            try:
-                os.ftruncate(fd, 0)
-            finally:
-                os.close(fd)
-
-
-def _lock_owner(fd: int) -> tuple[int | None, str | None]:
-    try:
-        owner = json.loads(os.pread(fd, 4096, 0))
-        pid, host = owner.get("pid"), owner.get("host")
-    except (ValueError, AttributeError):
-        return None, None
-    return (pid if type(pid) is int else None), (host if type(host) is str else None)
-
-
-class _Launcher:
-    """Starts the actor processes, all from one thread of its own (P16).
-
-    An actor process asks Linux to kill it when its parent ends (PR_SET_PDEATHSIG), and the
-    kernel means the parent *thread*: the one that forked it. Children started from the
-    thread that called `start()` (which may be a short-lived worker of a front end) or from
-    the monitor would die with that thread. This thread lives from the first launch until
-    `close()`, which the supervisor calls after its children have stopped."""
-
-    def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-
-    def popen(self, command: list[str], env: dict | None) -> subprocess.Popen:
-        """subprocess.Popen(command) run in the launcher's thread; its errors are raised here."""
-        started: Future = Future()
-        self._jobs.put((command, env, started))
-        return started.result()
-
-    def close(self) -> None:
-        self._jobs.put(None)
-        self.thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            command, env, started = job
-            try:
-                started.set_result(subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env))
-            except BaseException as error:  # handed to the caller of popen()
-                started.set_exception(error)
-
-
 @dataclass
 class _Child:
     name: str
@@ -271,8 +194,8 @@ class Supervisor:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._monitor: threading.Thread | None = None
-        self._chat_lock = _ChatLock(self.chat)
-        self._launcher: _Launcher | None = None
+        self._chat_lock = ChatLock(self.chat)
+        self._launcher: Launcher | None = None
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.chat} {self.placement.mode} pid={os.getpid()} host={socket.gethostname()}>"
@@ -372,6 +295,11 @@ class Supervisor:
             "--budget", budget_to_json(self.budget),
             "--summarizer", self.placement.summarizer,
             "--parent", str(os.getpid()),
+            "--log", str(self.log_file(child.name)),
+            # Its peers as we know them now: its actor is hosted before it registers (and
+            # the planner asks the log writer as it starts).
+            "--routes", json.dumps({name: endpoint for name, endpoint in self.routes.items()
+                                    if name not in (child.name, f"node.{child.name}")}),
         ]
         if self.keys is not None:
             command += ["--keys", str(self.chat / "config")]
@@ -381,7 +309,7 @@ class Supervisor:
             # in the environment, never on a command line).
             env = dict(os.environ, **{SETTINGS_ENV: json.dumps(settings_flags(self.settings))})
         if self._launcher is None:
-            self._launcher = _Launcher(f"supervisor-launcher-{os.getpid()}")
+            self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
         child.process = self._launcher.popen(command, env)
 
     def registered(self, msg: schema.Register) -> schema.Directory:
@@ -429,16 +357,23 @@ class Supervisor:
             return child.ref is not None and child.ref.is_alive()
         return child.process is not None and child.process.poll() is None
 
+    def log_file(self, name: str) -> Path:
+        """Where the process of actor `name` logs (P9: not the person's terminal)."""
+        return self.run_dir / f"{name}.log"
+
+    def _see(self, child: _Child) -> str:
+        return f"; its log: {self.log_file(child.name)}" if self.placement.mode == "processes" else ""
+
     def _restart(self, child: _Child) -> None:
         now = time.monotonic()
         child.crashes = [t for t in child.crashes if now - t < _RESTART_WINDOW] + [now]
         code = child.process.returncode if child.process is not None else "stopped"
         if len(child.crashes) > _RESTART_LIMIT:
             child.gave_up = f"{child.name} crashed {len(child.crashes)} times within {_RESTART_WINDOW:.0f} s; giving up"
-            log.error("%s: %s (last exit: %s)", self, child.gave_up, code)
+            log.error("%s: %s (last exit: %s%s)", self, child.gave_up, code, self._see(child))
             return
         delay = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (len(child.crashes) - 1))
-        log.warning("%s: %s stopped (exit %s); restarting in %.1f s", self, child.name, code, delay)
+        log.warning("%s: %s stopped (exit %s%s); restarting in %.1f s", self, child.name, code, self._see(child), delay)
         if self._stopping.wait(delay):
             return
         child.restarts += 1
@@ -447,6 +382,40 @@ class Supervisor:
         self._launch(child)
         if self.placement.mode == "single" and child.name.startswith("compactor."):
             self.node.tell("planner", schema.ActorRestarted(name=child.name))
+
+    # -- what the session reads (P4: its retries wait for a lost actor to run again) ---------------
+
+    @property
+    def stopping(self) -> bool:
+        """`stop()` has begun: actors now stop on purpose, and none is restarted."""
+        return self._stopping.is_set()
+
+    def running(self, name: str) -> bool:
+        """Whether actor `name` runs and has registered from the run that serves now, so an
+        ask reaches it. An actor joined from elsewhere runs once it has joined (the
+        supervisor does not restart it). Raises GaveUp once the supervisor gave up on it,
+        and ValueError for a name that is not one of this chat's actors."""
+        child = self._child(name)
+        if child.gave_up:
+            raise GaveUp(f"{child.gave_up} (the chat cannot go on without it)")
+        if not child.registered.is_set():
+            return False
+        if name in self.placement.remote:
+            return True
+        if not self._alive(child):
+            return False
+        return self.placement.mode == "single" or child.pid == child.process.pid
+
+    def incarnation(self, name: str) -> tuple[int, int]:
+        """Which run of actor `name` serves now: (restarts so far, the pid it registered from)."""
+        child = self._child(name)
+        return child.restarts, child.pid
+
+    def _child(self, name: str) -> _Child:
+        child = self.children.get(name)
+        if child is None:
+            raise ValueError(f"{self}: no actor called {name!r} belongs to this chat")
+        return child
 
     # -- statistics ---------------------------------------------------------------------
 
