@@ -370,10 +370,16 @@ def test_p9_check_of_a_merge_record_that_does_not_fold_is_one_line(env, tmp_path
         for n in range(12):
             writer.add("note", f"note number {n:02} " + "x" * 20)
     (day,) = (chat / "tree").glob("*.jsonl")
-    data = day.read_bytes()
-    assert data.count(b'{"merge":[[0,0],[0,2]') == 1
-    day.write_bytes(data.replace(b'{"merge":[[0,0],[0,2]', b'{"merge":[[0,0],[0,4]'))
+    from everchat.actors.store._records import seal
+
+    lines = day.read_bytes().splitlines(keepends=True)
+    [at] = [n for n, line in enumerate(lines) if line.startswith(b'{"merge":[[0,0],[0,2]')]
+    offset = sum(len(line) for line in lines[:at])
+    # A record with a valid checksum (so written by a writer, not damaged on disk) that
+    # does not fold: R24's own error, at the record's place.
+    lines[at] = seal(lines[at][:-19].replace(b'[[0,0],[0,2]', b'[[0,0],[0,4]'))
+    day.write_bytes(b"".join(lines))
     done = everchat(env, "check", "--data-dir", str(chat))
     assert done.returncode == 1
-    assert one_line(done) == (f"everchat: the merge records in {chat}/tree do not fold into a view: merge record t=7 "
-                              "merges 0+4, whose halves are not both lines")
+    assert one_line(done) == (f"everchat: {day}: byte {offset}: this merge record does not fold into the view: "
+                              "merge record t=7 merges 0+4, whose halves are not both lines (R24, R25)")

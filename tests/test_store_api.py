@@ -9,6 +9,7 @@ import socket
 import pytest
 from store_world import GIF, JPEG, PNG, WEBP, FakeClock, folder_bytes
 
+from everchat.actors.store._records import seal
 from everchat.actors.store import (BadInput, ChatStore, CorruptRecord, MessageRecord,
                                    NotAChat, ReadOnlyStore, StoreClosed, StoreError)
 
@@ -55,7 +56,8 @@ def test_r1_create_makes_the_folder_layout_with_a_versioned_chat_json(store, cha
     for name in ("main", "tree", "assets", "index"):
         assert (chat / name).is_dir()
     info = json.loads((chat / "chat.json").read_text())
-    assert info["format"] == "everchat-chat" and info["version"] == 1
+    assert info["format"] == "everchat-chat" and info["version"] == 2
+    assert info["sealed_from"] == {"main": [0, 0], "tree": [0, 0]}  # P3: every record carries its checksum
     assert store.message_count == 0 and store.writer
 
 
@@ -77,8 +79,8 @@ def test_r5_create_needs_a_writer(chat):
 
 def test_a_chat_of_a_newer_format_is_refused(chat):
     ChatStore.open(chat, create=True).close()
-    (chat / "chat.json").write_text('{"format": "everchat-chat", "version": 2}')
-    with pytest.raises(StoreError, match="version 2"):
+    (chat / "chat.json").write_text('{"format": "everchat-chat", "version": 3}')
+    with pytest.raises(StoreError, match="version 3"):
         ChatStore.open(chat, writer=False)
 
 
@@ -100,8 +102,8 @@ def test_r3_each_of_the_six_kinds_is_logged_with_the_r1_fields(store, chat):
     assert rec == MessageRecord(0, "user", "user text é", 12, "2026-10-08T23:59:58+02:00")
     assert store.message_line(4) == "work: [Ada] done"
     first = (chat / "main" / "2026-10-08.jsonl").read_bytes().split(b"\n")[0]
-    assert first == ('{"i":0,"kind":"user","text":"user text é","size":12,'
-                     '"date":"2026-10-08T23:59:58+02:00"}').encode()
+    assert first == seal(('{"i":0,"kind":"user","text":"user text é","size":12,'
+                          '"date":"2026-10-08T23:59:58+02:00"').encode())[:-1]
 
 
 def test_r3_an_unknown_kind_is_refused_and_nothing_is_written(store, chat):

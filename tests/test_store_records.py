@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from everchat.actors.store import clip_echo, split_text
 from everchat.actors.store._records import (Malformed, encode_merge, encode_message,
-                                            encode_node, parse_message, parse_tree)
+                                            encode_node, parse_message, parse_tree, seal)
 
 # Pieces that make long texts cheaply: one to four UTF-8 bytes a character, spaces,
 # newlines and long runs without either.
@@ -124,18 +125,35 @@ def test_r1_message_lines_are_exactly_compact_json_dumps(i, text, date, key, ima
     rec = {"i": i, "kind": "note", "text": text, "size": len(text.encode()), "date": date}
     rec.update({k: v for k, v in (("key", key), ("images", images), ("meta", meta))
                 if v is not None and v != []})
-    expected = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+    expected = seal(json.dumps(rec, ensure_ascii=False, separators=(",", ":"))[:-1].encode())
     assert encode_message(i, "note", text, rec["size"], date, key, tuple(images),
-                          meta) == expected.encode()
+                          meta) == expected
 
 
 def test_r1_message_lines_are_compact_and_not_ascii_escaped():
     line = encode_message(0, "user", "hé", 3, "2026-10-08T23:59:58+02:00", None, (), None)
     assert line == ('{"i":0,"kind":"user","text":"hé","size":3,'
-                    '"date":"2026-10-08T23:59:58+02:00"}\n').encode()
-    assert encode_node(1, 2, "ab", 2) == b'{"l":1,"i":2,"text":"ab","size":2}\n'
-    assert encode_merge([(1, 0), (2, 2)], 9, True) == \
-        b'{"merge":[[1,0],[2,2]],"t":9,"open":true}\n'
+                    '"date":"2026-10-08T23:59:58+02:00","crc":"%08x"}\n' % zlib.crc32(
+                        '{"i":0,"kind":"user","text":"hé","size":3,"date":"2026-10-08T23:59:58+02:00"'.encode())
+                    ).encode()
+    assert encode_node(1, 2, "ab", 2) == seal(b'{"l":1,"i":2,"text":"ab","size":2')
+    assert encode_merge([(1, 0), (2, 2)], 9, True) == seal(b'{"merge":[[1,0],[2,2]],"t":9,"open":true')
+
+
+def test_p3_a_sealed_record_carries_the_crc32_of_its_bytes_and_any_change_is_found():
+    """P3: the checksum is the CRC-32 of the bytes before `,"crc"`; every single bit flip of
+    a sealed line is refused (as a bad checksum, or as no longer being a record)."""
+    line = encode_message(4, "note", "amber-42 é", 11, "2026-10-08T23:59:58+02:00", "k", (), {"a": 1})[:-1]
+    assert parse_message(line, sealed=True)["text"] == "amber-42 é"
+    for bit in range(len(line) * 8):
+        flipped = bytearray(line)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(Malformed):
+            parse_message(bytes(flipped), sealed=True)
+    unsealed = b'{"i":4,"kind":"note","text":"x","size":1,"date":"d"}'
+    assert parse_message(unsealed)["text"] == "x"  # a chat from before checksums
+    with pytest.raises(Malformed, match="no checksum"):
+        parse_message(unsealed, sealed=True)
 
 
 _GOOD = {"i": 3, "kind": "user", "text": "hi", "size": 2, "date": "2026-10-08T10:00:00+02:00"}

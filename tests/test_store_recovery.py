@@ -13,6 +13,7 @@ from store_world import FakeClock, folder_bytes, lines_of
 
 from everchat.actors.store import ChatStore, CorruptRecord, Repair
 from everchat.actors.store import _daylog
+from everchat.actors.store._records import seal
 
 DAY = "2026-10-08"
 
@@ -275,7 +276,7 @@ def test_a_record_logged_but_not_indexed_is_found_by_the_tail_scan(chat, clock):
     line = {"i": 6, "kind": "user", "text": "indexed later", "size": 13,
             "date": "2026-10-08T23:59:59+02:00", "key": "late"}
     with open(_main(chat), "ab") as f:
-        f.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+        f.write(seal(json.dumps(line, separators=(",", ":"))[:-1].encode()))
     with ChatStore.open(chat, clock=clock) as s:
         assert s.message(6).text == "indexed later"
         assert s.append_message("user", "indexed later", key="late") == [6]
@@ -328,10 +329,27 @@ def test_check_reports_an_index_that_disagrees_with_the_log_and_rebuild_fixes_it
         with pytest.raises(CorruptRecord) as err:
             s.check()
         assert (err.value.file, err.value.offset) == (str(path), 48)
-        with pytest.raises(CorruptRecord, match="message 3"):
-            s.message(3)
         s.rebuild_index()
         assert s.check()["messages"] == 12 and s.message(3).meta == {"part": 2, "parts": 2}
+
+
+def test_p14_a_read_the_index_misleads_rebuilds_it_and_reads_the_right_record(chat, clock, caplog):
+    """P14 (the review's I2, I5): the index is derived; a read it sends to the wrong record
+    rebuilds it from the log (a writer on disk, a reader in memory, writing nothing) and
+    returns the right record. No write is refused: the log itself is sound."""
+    _fill(chat, clock, n=12)
+    path = chat / "index" / "messages.idx"
+    data = bytearray(path.read_bytes())
+    data[16 * 3:16 * 4] = data[16 * 4:16 * 5]
+    path.write_bytes(bytes(data))
+    with ChatStore.open(chat, writer=False) as reader:
+        assert reader.message(3).meta == {"part": 2, "parts": 2}
+        assert "rebuilding the index" in caplog.text
+    assert path.read_bytes() == bytes(data), "a reader writes nothing (R5)"
+    with ChatStore.open(chat, clock=clock) as s:
+        assert s.message(3).meta == {"part": 2, "parts": 2}
+        assert s.append_message("user", "after the heal") == [12]
+        assert s.check()["messages"] == 13
 
 
 def test_check_reports_a_node_slot_that_disagrees_with_the_log(chat, clock):

@@ -16,7 +16,7 @@ merge records), `view.json`, `compaction-view.json`, `assets/<sha256>`, plus the
 `writer.lock` (R5) and `index/` (derived, rebuilt from the log when missing or wrong).
 """
 
-from ._errors import (BadInput, ChatLocked, CorruptRecord, NotAChat, ReadOnlyStore,
+from ._errors import (BadInput, ChatDamaged, ChatLocked, CorruptRecord, NotAChat, ReadOnlyStore,
                       StoreBroken, StoreClosed, StoreError)
 from ._records import (ECHO_KEEP_CHARS, KINDS, MAX_TEXT_BYTES, NODE_BYTES, PART_BYTES,
                        MessageRecord, clip_echo, split_text)
@@ -29,6 +29,7 @@ __all__ = [
     "Repair",
     "StoreError",
     "BadInput",
+    "ChatDamaged",
     "CorruptRecord",
     "ChatLocked",
     "NotAChat",

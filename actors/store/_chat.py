@@ -1,7 +1,11 @@
 """The chat folder's own small files: `chat.json` and `repairs.json` (R1, R2).
 
 `chat.json` marks a folder as a chat and carries the folder format's version:
-`{"format": "everchat-chat", "version": 1, "created": "<ISO date>"}`.
+`{"format": "everchat-chat", "version": 2, "created": "<ISO date>", "sealed_from":
+{"main": [ordinal, offset], "tree": [ordinal, offset]}}`. Version 2 records carry their
+checksum (P3) from `sealed_from` on: `[0, 0]` for a chat made with them; for a version 1
+chat, where its first writer of version 2 found the end of each log (the records before
+stay readable as they are, with no checksum). Version 1 files read as before.
 
 `repairs.json` remembers every torn last line the writer terminated (R2), so later opens
 and `check` accept exactly those spans and nothing else:
@@ -20,10 +24,10 @@ from ._errors import CorruptRecord, NotAChat, StoreError
 from ._files import atomic_write, fsync_dir, read_small
 from ._scan import Repair
 
-__all__ = ["CHAT_VERSION", "is_chat", "make_layout", "read_chat_json", "load_repairs",
+__all__ = ["CHAT_VERSION", "is_chat", "make_layout", "read_chat_json", "seal_from", "load_repairs",
            "save_repairs"]
 
-CHAT_VERSION = 1
+CHAT_VERSION = 2
 REPAIRS_VERSION = 1
 _FOLDERS = ("main", "tree", "assets")
 
@@ -62,7 +66,8 @@ def make_layout(path: Path, now: datetime) -> None:
             changed = True
     if not (path / "chat.json").is_file():
         info = {"format": "everchat-chat", "version": CHAT_VERSION,
-                "created": now.isoformat(timespec="seconds")}
+                "created": now.isoformat(timespec="seconds"),
+                "sealed_from": {"main": [0, 0], "tree": [0, 0]}}
         atomic_write(path / "chat.json", (json.dumps(info) + "\n").encode(), sync_dir=False)
         changed = True
     if changed:
@@ -70,21 +75,45 @@ def make_layout(path: Path, now: datetime) -> None:
         fsync_dir(path.parent)
 
 
-def read_chat_json(path: Path) -> None:
-    """Refuse a chat folder written by a newer Everchat (format versions, STYLE 11)."""
+def read_chat_json(path: Path) -> dict | None:
+    """The chat's description, or None for a chat from before chat.json existed. Refuses
+    a chat written by a newer Everchat (format versions, STYLE 11). For version 2 the
+    result has `sealed_from`: `{"main": (ordinal, offset), "tree": (ordinal, offset)}`."""
     data = read_small(path / "chat.json")
     if data is None:
         if not (path / "main").is_dir():
             raise NotAChat(f"{path} holds no chat (no chat.json, no main/)")
-        return
+        return None
     try:
         info = json.loads(data)
         version = info["version"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise CorruptRecord(path / "chat.json", 0, "not a chat description") from None
-    if version != CHAT_VERSION:
+    if version not in (1, CHAT_VERSION):
         raise StoreError(f"{path}: chat format version {version!r}; this Everchat reads "
-                         f"version {CHAT_VERSION}")
+                         f"versions 1 and {CHAT_VERSION}")
+    if version == CHAT_VERSION:
+        try:
+            spots = {name: tuple(info["sealed_from"][name]) for name in ("main", "tree")}
+        except (KeyError, TypeError):
+            spots = {}
+        if len(spots) != 2 or any(len(spot) != 2 or any(type(x) is not int or x < 0 for x in spot)
+                                  for spot in spots.values()):
+            raise CorruptRecord(path / "chat.json", 0, "sealed_from must name a position in main/ and in tree/")
+        info["sealed_from"] = spots
+    return info
+
+
+def seal_from(path: Path, info: dict | None, main: tuple[int, int], tree: tuple[int, int],
+              now: datetime) -> dict:
+    """Make a version 1 chat a version 2 one (writer only, at open, after its tails were
+    scanned and repaired): records from these positions on carry their checksum (P3)."""
+    info = dict(info or {"format": "everchat-chat", "created": now.isoformat(timespec="seconds")})
+    info["version"] = CHAT_VERSION
+    info["sealed_from"] = {"main": list(main), "tree": list(tree)}
+    atomic_write(path / "chat.json", (json.dumps(info) + "\n").encode())
+    info["sealed_from"] = {"main": tuple(main), "tree": tuple(tree)}
+    return info
 
 
 def load_repairs(path: Path) -> set[Repair]:

@@ -43,6 +43,9 @@ class DayLog:
         #: Where the next append goes: the latest day file and its size.
         self.ordinal = 0
         self.end = 0
+        #: From this position on every record carries its checksum (P3; chat.json says
+        #: where, `(0, 0)` for a chat made with checksums); None: no record must.
+        self.sealed_from: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         return f"<DayLog {self.folder} at {self.position}>"
@@ -51,6 +54,10 @@ class DayLog:
     def position(self) -> tuple[int, int]:
         """The append position `(ordinal, offset)`; `(0, 0)` before any file exists."""
         return (self.ordinal, self.end)
+
+    def sealed(self, ordinal: int, offset: int) -> bool:
+        """Must the record at this position carry its checksum (P3)?"""
+        return self.sealed_from is not None and (ordinal, offset) >= self.sealed_from
 
     def rel(self, ordinal: int) -> str:
         """The day file's path relative to the chat folder, for error messages."""
@@ -108,12 +115,13 @@ class DayLog:
                                 f"{length}-byte line here; the log disagrees (run check)")
         return data[:-1]
 
-    def read_record(self, parse: Callable[[bytes], Any], ordinal: int, offset: int,
+    def read_record(self, parse: Callable[[bytes, bool], Any], ordinal: int, offset: int,
                     length: int, what: str) -> Any:
-        """`read_line`, then `parse` it; a malformed line is a CorruptRecord (R2)."""
+        """`read_line`, then `parse` it (checksum included, P3); a malformed line is a
+        CorruptRecord (R2)."""
         line = self.read_line(ordinal, offset, length, what)
         try:
-            return parse(line)
+            return parse(line, self.sealed(ordinal, offset))
         except Malformed as exc:
             raise CorruptRecord(self.path(ordinal), offset, str(exc)) from None
 

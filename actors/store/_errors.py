@@ -18,6 +18,7 @@ __all__ = [
     "StoreClosed",
     "StoreBroken",
     "ReadOnlyStore",
+    "ChatDamaged",
 ]
 
 
@@ -73,3 +74,13 @@ class StoreBroken(StoreError):
 class ReadOnlyStore(StoreError):
     """A store opened with `writer=False` was asked to write (R5: read-only commands never
     write)."""
+
+
+class ChatDamaged(StoreError):
+    """A writer was asked to write after one of its reads found the log damaged (P15): it
+    never appends past damage it has seen. Names the damage (file and byte offset); the
+    chat needs `everchat check` and a repair before it takes new records."""
+
+    def __init__(self, damage: CorruptRecord) -> None:
+        self.damage = damage
+        super().__init__(f"{damage}; the chat takes no new records past this damage (see `everchat check`)")

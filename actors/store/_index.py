@@ -184,6 +184,25 @@ class _Slots:
         else:
             self.overlay[(level, i)] = packed
 
+    def filled(self) -> Iterator[tuple[int, int]]:
+        """The log position `(ordinal, offset)` of every filled slot, on disk and in memory
+        (for `check`: the index may know no node the log lacks)."""
+        for level in range(64):
+            if self.on_disk or self.writable:
+                try:
+                    with open(self.path(level), "rb") as f:
+                        data = f.read()
+                except FileNotFoundError:
+                    data = b""
+                for k in range(0, len(data) - LOC.size + 1, LOC.size):
+                    entry = data[k:k + LOC.size]
+                    if entry != _ZERO_LOC and (level, k // LOC.size) not in self.overlay:
+                        ordinal, _, offset = LOC.unpack(entry)
+                        yield ordinal, offset
+        for entry in self.overlay.values():
+            ordinal, _, offset = LOC.unpack(entry)
+            yield ordinal, offset
+
     def sync(self) -> None:
         for level in sorted(self.dirty):
             os.fsync(self.fds[level])

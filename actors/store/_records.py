@@ -6,6 +6,13 @@ Message records (R1) are `{"i", "kind", "text", "size", "date"}` with optional `
 member `(l, i)`, i even, as R18 names pairs. Lines are compact JSON with
 `ensure_ascii=False`, one object a line, ended by one `\\n`.
 
+Every record this version writes ends with its checksum (P3): the last field is
+`"crc":"xxxxxxxx"`, eight lowercase hex digits of the CRC-32 of the line's bytes before
+`,"crc"`. So a record changed on disk (a bit flipped, a letter edited in place) no longer
+matches, and reads, opens and `check` say so with the file and offset. Records of chats
+from before (chat format version 1) have none; `chat.json` says from where on every
+record must carry one (`_chat.py`).
+
 This module is pure: it turns values into line bytes and line bytes back into values,
 raising `Malformed` (a reason, no position) for anything the store would not have written.
 The caller adds the file and offset (`CorruptRecord`).
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from json.encoder import encode_basestring
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +50,8 @@ __all__ = [
     "parse_message",
     "parse_tree",
     "part_of",
+    "seal",
+    "unseal",
 ]
 
 #: R3: the six kinds, exactly.
@@ -187,7 +197,7 @@ def encode_message(i: int, kind: str, text: str, size: int, date: str,
                    key: str | None, images: tuple[str, ...], meta: dict | None) -> bytes:
     """One message line (R1), newline included: the bytes `json.dumps(record,
     ensure_ascii=False, separators=(",", ":"))` gives, built without a dict (the append
-    path's hot spot)."""
+    path's hot spot), sealed with its checksum (P3)."""
     line = (f'{{"i":{i},"kind":{_quote(kind)},"text":{_quote(text)},"size":{size},'
             f'"date":{_quote(date)}')
     if key is not None:
@@ -196,21 +206,45 @@ def encode_message(i: int, kind: str, text: str, size: int, date: str,
         line += ',"images":[' + ",".join(map(_quote, images)) + "]"
     if meta is not None:
         line += ',"meta":' + _encode(meta)
-    return (line + "}\n").encode("utf-8")
+    return seal(line.encode("utf-8"))
 
 
 def encode_node(level: int, i: int, text: str, size: int) -> bytes:
-    """One node line (R1, R10), newline included."""
-    return (_encode({"l": level, "i": i, "text": text, "size": size}) + "\n").encode("utf-8")
+    """One node line (R1, R10), newline and checksum included."""
+    return seal(_encode({"l": level, "i": i, "text": text, "size": size})[:-1].encode("utf-8"))
 
 
 def encode_merge(merges: list[tuple[int, int]], t: int, is_open: bool) -> bytes:
-    """One merge line (R25), newline included."""
+    """One merge line (R25), newline and checksum included."""
     rec = {"merge": [[lv, i] for lv, i in merges], "t": t, "open": is_open}
-    return (_encode(rec) + "\n").encode("utf-8")
+    return seal(_encode(rec)[:-1].encode("utf-8"))
 
 
 _decode = json.JSONDecoder().decode
+_CRC_HEAD = b',"crc":"'
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def seal(body: bytes) -> bytes:
+    """The record line (newline included) of a JSON object's bytes without their closing
+    brace: the checksum field last, over the bytes before it (P3)."""
+    return body + b',"crc":"%08x"}\n' % zlib.crc32(body)
+
+
+def unseal(line: bytes, required: bool) -> bytes:
+    """A line (without its newline) with its checksum checked and removed, ready to parse.
+    A line without one is returned as it is, unless `required` (Malformed)."""
+    if line[-18:-10] == _CRC_HEAD and line[-2:] == b'"}' and len(line) > 19:
+        digits = line[-10:-2]
+        if not _HEX.issuperset(digits):
+            raise Malformed(f"the checksum {digits!r} is not 8 hex digits (P3)")
+        body = line[:-18]
+        if zlib.crc32(body) != int(digits, 16):
+            raise Malformed("the checksum does not match: the record's bytes changed after they were written (P3)")
+        return body + b"}"
+    if required:
+        raise Malformed("the record has no checksum; every record from here on carries one (P3)")
+    return line
 
 
 def _load(line: bytes) -> dict:
@@ -249,9 +283,10 @@ def _sized_text(rec: dict, low: int, high: int) -> str:
     return text
 
 
-def parse_message(line: bytes) -> dict:
-    """Parse and fully validate one message line (without its newline)."""
-    rec = _load(line)
+def parse_message(line: bytes, sealed: bool = False) -> dict:
+    """Parse and fully validate one message line (without its newline); with `sealed` it
+    must carry its checksum (P3)."""
+    rec = _load(unseal(line, sealed))
     extra = rec.keys() - _MESSAGE_FIELDS
     if extra:
         raise Malformed(f"unknown fields {sorted(extra)}")
@@ -289,9 +324,10 @@ def part_of(rec: dict) -> tuple[int, int] | None:
     return k, n
 
 
-def parse_tree(line: bytes) -> tuple:
-    """Parse and validate one tree line: ("node", l, i, text) or ("merge", pairs, t, open)."""
-    rec = _load(line)
+def parse_tree(line: bytes, sealed: bool = False) -> tuple:
+    """Parse and validate one tree line: ("node", l, i, text) or ("merge", pairs, t, open);
+    with `sealed` it must carry its checksum (P3)."""
+    rec = _load(unseal(line, sealed))
     if "merge" in rec:
         if rec.keys() != _MERGE_FIELDS:
             raise Malformed(f"a merge record has exactly the fields {sorted(_MERGE_FIELDS)}")

@@ -93,11 +93,12 @@ def index_agrees(main: DayLog, tree: DayLog, index: LogIndex) -> bool:
         if marker.messages:
             ordinal, length, offset = index.message_loc(marker.messages - 1)
             line = main.read_line(ordinal, offset, length, "the last message")
-            if parse_message(line)["i"] != marker.messages - 1:
+            if parse_message(line, main.sealed(ordinal, offset))["i"] != marker.messages - 1:
                 return False
         if marker.merges:
             t, ordinal, length, offset = index.merge_entry(marker.merges - 1)
-            rec = parse_tree(tree.read_line(ordinal, offset, length, "the last merge"))
+            rec = parse_tree(tree.read_line(ordinal, offset, length, "the last merge"),
+                             tree.sealed(ordinal, offset))
             if rec[0] != "merge" or rec[2] != t:
                 return False
     except (CorruptRecord, Malformed, OSError):
@@ -127,7 +128,7 @@ def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
         if repairs and Repair(rel, offset, len(line)) in repairs:
             continue
         try:
-            rec = parse_message(line)
+            rec = parse_message(line, log.sealed(ordinal, offset))
         except Malformed as exc:
             raise CorruptRecord(chat / rel, offset, str(exc)) from None
         if rec["i"] != next_id:
@@ -146,7 +147,7 @@ def _node_record_at(log: DayLog, loc: tuple[int, int, int]) -> tuple | None:
     if len(data) != length + 1 or not data.endswith(b"\n"):
         return None
     try:
-        return parse_tree(data[:-1])
+        return parse_tree(data[:-1], log.sealed(ordinal, offset))
     except Malformed:
         return None
 
@@ -156,7 +157,7 @@ def _tree_record(chat: Path, log: DayLog, index: LogIndex, ordinal: int, offset:
     """Validate one tree record against the records before it; with `fill`, index it."""
     rel = log.rel(ordinal)
     try:
-        rec = parse_tree(line)
+        rec = parse_tree(line, log.sealed(ordinal, offset))
     except Malformed as exc:
         raise CorruptRecord(chat / rel, offset, str(exc)) from None
     here = (ordinal, offset)
@@ -238,7 +239,7 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
     for rel, ordinal, offset, line in _whole_lines(main, stops[0], counts, files, repairs):
         i = counts["messages"]
         try:
-            rec = parse_message(line)
+            rec = parse_message(line, main.sealed(ordinal, offset))
         except Malformed as exc:
             raise CorruptRecord(chat / rel, offset, str(exc)) from None
         if rec["i"] != i:
@@ -281,6 +282,10 @@ def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,
                                 f"with the log about merge record {k} at {rel} byte {offset}")
         last_t = rec[2]
         counts["merges"] = k + 1
+    known = sum(1 for spot in index.slots.filled() if stops[1] is None or spot < stops[1])
+    if known > counts["nodes"]:
+        raise CorruptRecord(index.folder, 0, f"the index knows {known} built nodes, the log only "
+                                             f"{counts['nodes']}: acknowledged nodes are missing from tree/")
     if counts["merges"] < index.merges.count:
         raise CorruptRecord(index.merges.path, counts["merges"] * MERGE.size,
                             f"the index knows {index.merges.count} merge records, the log "

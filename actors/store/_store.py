@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from . import _assets, _views
-from ._chat import foreign_entries, is_chat, load_repairs, make_layout, read_chat_json, save_repairs
+from ._chat import (foreign_entries, is_chat, load_repairs, make_layout, read_chat_json, save_repairs,
+                    seal_from)
 from ._daylog import DayLog
-from ._errors import (BadInput, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
+from ._errors import (BadInput, ChatDamaged, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
                       StoreClosed, StoreError)
 from ._files import remove_stale_temps, set_aside
 from ._index import KEY, LOC, MERGE, LogIndex
@@ -65,6 +66,9 @@ class ChatStore:
         self._index: LogIndex | None = None
         self._closed = False
         self._broken: BaseException | None = None
+        #: The first damage a read found in the log (P3, P15): no write goes past it.
+        self._damage: CorruptRecord | None = None
+        self._healed = False  # the index was rebuilt once after a read disagreed with it
         self._count = 0
         self._last_t = 0
         self._since_checkpoint = 0
@@ -132,7 +136,10 @@ class ChatStore:
             make_layout(path, self._now())
             for folder in (path, path / "index"):
                 remove_stale_temps(folder)
-        read_chat_json(path)
+        info = read_chat_json(path)
+        if info is not None and info.get("sealed_from"):
+            self._main.sealed_from = info["sealed_from"]["main"]
+            self._tree.sealed_from = info["sealed_from"]["tree"]
         self._repairs = load_repairs(path)
         self._index = index = LogIndex(path, writable=self.writer)
         rebuilt = not index_agrees(self._main, self._tree, index)
@@ -159,6 +166,11 @@ class ChatStore:
             self._terminate_torn()
             self._main.open_tail()
             self._tree.open_tail()
+            if self._main.sealed_from is None:
+                # A chat from before checksums: every record from here on carries one (P3).
+                info = seal_from(path, info, self._main.position, self._tree.position, self._now())
+                self._main.sealed_from = info["sealed_from"]["main"]
+                self._tree.sealed_from = info["sealed_from"]["tree"]
             if rebuilt or tail.entries or seen or self.repairs:
                 self._checkpoint()
 
@@ -191,6 +203,8 @@ class ChatStore:
         if self._broken is not None:
             raise StoreBroken(f"{self}: an earlier write failed ({self._broken}); reopen "
                               "the chat to recover") from self._broken
+        if self._damage is not None:
+            raise ChatDamaged(self._damage)
         return index
 
     def _now(self) -> datetime:
@@ -301,19 +315,45 @@ class ChatStore:
 
     def message(self, i: int) -> MessageRecord:
         """Message i, read by id through the index (one pread for the entry, one for the
-        record; no scan)."""
+        record; no scan), its checksum checked (P3)."""
         self._usable()
         if type(i) is not int or not 0 <= i < self._count:
             raise BadInput(f"no message {i!r}: the chat has ids 0 ... {self._count - 1}")
+        rec = self._read(lambda: self._message_record(i))
+        return MessageRecord(i, rec["kind"], rec["text"], rec["size"], rec["date"],
+                             rec.get("key"), tuple(rec.get("images", ())), rec.get("meta"))
+
+    def _message_record(self, i: int) -> dict:
         ordinal, length, offset = self._index.message_loc(i)
         rec = self._main.read_record(parse_message, ordinal, offset, length, f"message {i}")
         if rec["i"] != i:
             raise CorruptRecord(self._main.path(ordinal), offset,
                                 f"the index puts message {i} here but the record is id "
                                 f"{rec['i']} (run check)")
-        return MessageRecord(i, rec["kind"], rec["text"], rec["size"], rec["date"],
-                             rec.get("key"), tuple(rec.get("images", ())), rec.get("meta"))
+        return rec
 
+    def _read(self, read: Callable[[], Any]) -> Any:
+        """A read through the index. When the log and the index disagree, the index (derived)
+        is rebuilt from the log once, which also walks and checks every record, and the read
+        is tried again (P14: a damaged index heals, the writer's on disk, a reader's in
+        memory). Damage of the log itself is remembered: no write goes past it (P15)."""
+        try:
+            return read()
+        except CorruptRecord as first:
+            if self._healed:
+                raise self._damaged(first) from None
+            self.warn("%s: %s; rebuilding the index from the log", self.path, first)
+            self._healed = True
+            try:
+                self._rebuild()
+                return read()
+            except CorruptRecord as again:
+                raise self._damaged(again) from None
+
+    def _damaged(self, error: CorruptRecord) -> CorruptRecord:
+        if self._damage is None:
+            self._damage = error
+        return error
     def message_line(self, i: int) -> str:
         """Message i's line `kind: text` (R11, R28)."""
         return self.message(i).line
@@ -359,6 +399,12 @@ class ChatStore:
         index = self._usable()
         check_node_id(level, i)
         loc = index.node_loc(level, i)
+        if loc is None:
+            return None
+        return self._read(lambda: self._node_text(level, i))
+
+    def _node_text(self, level: int, i: int) -> str | None:
+        loc = self._index.node_loc(level, i)
         if loc is None:
             return None
         ordinal, length, offset = loc
@@ -421,7 +467,11 @@ class ChatStore:
     def merge_records_at(self, after_t: int = -1, *, first: int | None = None) -> list[tuple]:
         """`merge_records` with each record's place: `(merges, t, open, file, offset)`, so a
         record that does not fold can be named (R2: the file and the byte offset)."""
-        index = self._usable()
+        self._usable()
+        return self._read(lambda: self._merge_records_at(after_t, first))
+
+    def _merge_records_at(self, after_t: int, first: int | None) -> list[tuple]:
+        index = self._index
         if first is None:
             first = index.first_merge_after(after_t)
         elif type(first) is not int or not 0 <= first <= index.merges.count:
@@ -496,16 +546,35 @@ class ChatStore:
     def rebuild_index(self) -> None:
         """Throw the index away and rebuild it from the log (writer only): the repair when
         `check` reports that the index disagrees with the log."""
-        index = self._writable()
+        self._writable()
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Rebuild the index from the whole log: a writer's on disk, a reader's in memory
+        (it never writes). Walks and checks every record (CorruptRecord at damage)."""
+        index = self._index
+        before = (self._count, sum(1 for _ in index.slots.filled()), index.merges.count)
         index.reset()
         tail = scan_main(self.path, self._main, (0, 0), 0, self._repairs)
         index.messages.write(0, tail.entries)
         index.keys.write(0, tail.keys)
-        self._last_t = scan_tree(self.path, self._tree, index, (0, 0), tail.next_id, 0,
-                                 self._repairs)[2]
-        self._count = tail.next_id
+        _, seen, last_t, _ = scan_tree(self.path, self._tree, index, (0, 0), tail.next_id, 0, self._repairs)
+        after = (tail.next_id, seen - index.merges.count, index.merges.count)
+        # The index only ever knows acknowledged records: a log that now holds fewer lost
+        # some (a damaged last newline makes a whole record look torn, R2).
+        for what, old, new, log in (("messages", before[0], after[0], self._main),
+                                    ("nodes", before[1], after[1], self._tree),
+                                    ("merge records", before[2], after[2], self._tree)):
+            if new < old:
+                days = log.days()
+                at = log.path(days[-1]) if days else log.folder
+                raise CorruptRecord(at, 0, f"the log holds {new} {what}, the index knew {old}: "
+                                           "acknowledged records are missing or damaged")
+        self._last_t = last_t
+        self._count = tail.next_id if self.writer else self._count
         self._keys = None
-        self._checkpoint()
+        if self.writer:
+            self._checkpoint()
 
     def _wrote(self, nbytes: int) -> None:
         """Count appended bytes; checkpoint the index when enough have passed. The records
