@@ -140,24 +140,53 @@ def test_r2_a_terminated_torn_line_is_accepted_only_where_remembered(chat, clock
     assert (err.value.file, err.value.offset) == (str(_main(chat)), offset)
 
 
-def test_r2_a_group_torn_by_a_crash_keeps_its_whole_lines_and_registers_no_key(chat, clock):
-    """An unacknowledged split append that reached the log in part: the parts are valid
-    records and stay, the key is not registered, a resend logs the text whole again."""
+@pytest.mark.parametrize("keyed", [True, False])
+@pytest.mark.parametrize("cut", ["inside the third line", "after the second line"])
+def test_p8_a_split_message_a_crash_cut_short_is_all_or_nothing(chat, clock, keyed, cut):
+    """P8: an unacknowledged split append that reached the log in part (the review's kill of
+    `note -` of 8 MiB left up to 130 orphan parts each time): its whole parts are skipped
+    with its torn line, remembered in repairs.json, and their ids go to the next append, so
+    a retry logs the text once, keyed or not."""
+    key = "big" if keyed else None
     with ChatStore.open(chat, create=True, clock=clock) as s:
         s.append_message("user", "hello")
-        ids = s.append_message("note", "n" * 40_000, key="big")
-        assert ids == [1, 2, 3]
+        assert s.append_message("note", "n" * 40_000, key=key) == [1, 2, 3]
     data = _main(chat).read_bytes()
     lines = lines_of(_main(chat))
-    # The store as it would be had the group's write stopped inside its third line.
-    _main(chat).write_bytes(data[:lines[3][0] + 100])
+    end = lines[3][0] + 100 if cut == "inside the third line" else lines[3][0]
+    _main(chat).write_bytes(data[:end])
+    shutil.rmtree(chat / "index")
+    with ChatStore.open(chat, writer=False) as reader:
+        assert reader.message_count == 1
+    with ChatStore.open(chat, clock=clock) as s:
+        assert s.message_count == 1 and len(s.orphans) == 2
+        assert s.append_message("note", "n" * 40_000, key=key) == [1, 2, 3]
+        assert "".join(s.message(i).text for i in (1, 2, 3)) == "n" * 40_000
+        assert s.check()["messages"] == 4
+    with ChatStore.open(chat, writer=False) as reader:
+        assert reader.message_count == 4 and reader.check()["repaired"] >= 2
+        assert [reader.message(i).text[:1] for i in range(4)] == ["h", "n", "n", "n"]
+
+
+def test_p8_a_split_message_in_the_middle_of_the_log_stays(chat, clock):
+    """Only the log's very end is a torn write: parts of a split message followed by other
+    records (a chat an older Everchat went on writing) are records, as they always were."""
+    with ChatStore.open(chat, create=True, clock=clock) as s:
+        s.append_message("user", "hello")
+        s.append_message("note", "n" * 40_000)
+    lines = lines_of(_main(chat))
+    _main(chat).write_bytes(b"".join(line for _, line in lines[:3]))
     shutil.rmtree(chat / "index")
     with ChatStore.open(chat, clock=clock) as s:
-        assert s.message_count == 3 and len(s.repairs) == 1
-        assert s.append_message("note", "n" * 40_000, key="big") == [3, 4, 5]
-        assert "".join(s.message(i).text for i in (3, 4, 5)) == "n" * 40_000
-        assert s.append_message("note", "n" * 40_000, key="big") == [3, 4, 5]
-        assert s.check()["messages"] == 6
+        assert s.message_count == 1
+    # As an older writer would have: parts 1-2 of 3 stayed and the next message followed.
+    _main(chat).write_bytes(b"".join(line for _, line in lines[:3]))
+    (chat / "repairs.json").unlink()
+    shutil.rmtree(chat / "index")
+    with open(_main(chat), "ab") as f:
+        f.write(seal(b'{"i":3,"kind":"user","text":"next","size":4,"date":"2026-10-08T23:59:58+02:00"'))
+    with ChatStore.open(chat, clock=clock) as s:
+        assert s.message_count == 4 and s.message(1).meta == {"part": 1, "parts": 3}
 
 
 # -- R2: corruption anywhere ------------------------------------------------------------

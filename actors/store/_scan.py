@@ -43,8 +43,8 @@ class KeyGroups:
 
     An append split by R8 is whole when parts 1 ... n of one key follow each other with
     consecutive ids. Parts of an append torn by a crash never complete: their key is not
-    registered, so a resend logs the text again (the orphan parts stay, R2 forbids
-    removing them)."""
+    registered; at the log's end they are skipped (`scan_main`, P8), so a resend logs the
+    text once."""
 
     def __init__(self) -> None:
         self._group: list | None = None  # [key, first id, parts, parts seen]
@@ -109,16 +109,24 @@ def index_agrees(main: DayLog, tree: DayLog, index: LogIndex) -> bool:
 class MainTail(NamedTuple):
     entries: bytes
     keys: bytes
-    torn: list[Repair]
+    torn: list[Repair]  # unterminated last lines (R2)
     next_id: int
     end: tuple[int, int]  # just after the last line scanned
+    orphans: list[Repair] = []  # whole lines of a split append the log ends inside (P8)
 
 
 def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
               repairs: set[Repair]) -> MainTail:
-    """Validate the message records from `start` on; their index and key entries."""
+    """Validate the message records from `start` on; their index and key entries.
+
+    P8, all or nothing: the parts of one split message (R8) are one `write`. A log that
+    ends inside such a group (parts 1 ... k of n, k < n: a crash or a full disk cut the
+    write short, so it was never acknowledged) ends with a torn write, as R2's torn last
+    line: its whole lines are reported as `orphans`, skipped, and their ids are the next
+    append's, so a retry logs the text once. Only the log's very end is read this way."""
     entries, keys, torn = bytearray(), bytearray(), []
     next_id, groups, end = first_id, KeyGroups(), start
+    split: list | None = None  # the split append being read: [entries at its start, its lines]
     for ordinal, offset, line, terminated in log.lines_from(start):
         rel = log.rel(ordinal)
         end = (ordinal, offset + len(line) + terminated)
@@ -133,12 +141,24 @@ def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
             raise CorruptRecord(chat / rel, offset, str(exc)) from None
         if rec["i"] != next_id:
             raise CorruptRecord(chat / rel, offset, _gap(rec["i"], next_id))
+        k, n = part_of(rec)
+        if k == 1:
+            split = [len(entries), []] if n > 1 else None
+        if split is not None:
+            split[1].append(Repair(rel, offset, len(line)))
+            if k == n:
+                split = None
         entries += LOC.pack(ordinal, len(line), offset)
         whole = groups.feed(rec, next_id)
         if whole is not None:
             keys += KEY.pack(key_digest(whole[0]), whole[1], whole[2])
         next_id += 1
-    return MainTail(bytes(entries), bytes(keys), torn, next_id, end)
+    orphans: list[Repair] = []
+    if split is not None:
+        at, orphans = split
+        del entries[at:]
+        next_id -= len(orphans)
+    return MainTail(bytes(entries), bytes(keys), torn, next_id, end, orphans)
 
 
 def _node_record_at(log: DayLog, loc: tuple[int, int, int]) -> tuple | None:

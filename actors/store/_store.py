@@ -79,6 +79,9 @@ class ChatStore:
         #: The torn last lines (R2) this open found and skipped (and, as the writer,
         #: terminated): `Repair(file, offset, length)`, file relative to the chat folder.
         self.repairs: list[Repair] = []
+        #: The whole lines of a split message the log ended inside (P8): skipped like the
+        #: torn line after them, and remembered in repairs.json (they need no newline).
+        self.orphans: list[Repair] = []
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = False, writer: bool = True,
@@ -159,9 +162,15 @@ class ChatStore:
         if not self.writer:
             self._stops = (tail.end, tree_end)
         self.repairs = tail.torn + torn
+        self.orphans = tail.orphans
         for r in self.repairs:
             self.warn("%s: %s byte %d: torn last line of %d bytes (a crash mid-write) "
                       "skipped (R2)", self.path, r.file, r.offset, r.length)
+        if self.orphans:
+            first = self.orphans[0]
+            self.warn("%s: %s byte %d: %d part(s) of a split message whose write a crash cut short "
+                      "(never acknowledged) skipped; their ids are the next message's (P8)",
+                      self.path, first.file, first.offset, len(self.orphans))
         if self.writer:
             self._terminate_torn()
             self._main.open_tail()
@@ -171,13 +180,13 @@ class ChatStore:
                 info = seal_from(path, info, self._main.position, self._tree.position, self._now())
                 self._main.sealed_from = info["sealed_from"]["main"]
                 self._tree.sealed_from = info["sealed_from"]["tree"]
-            if rebuilt or tail.entries or seen or self.repairs:
+            if rebuilt or tail.entries or seen or self.repairs or self.orphans:
                 self._checkpoint()
 
     def _terminate_torn(self) -> None:
         """R2: remember each torn span, then end it with a newline (in that order, so a
         crash in between leaves a remembered span that is still torn, which is fine)."""
-        new = [r for r in self.repairs if r not in self._repairs]
+        new = [r for r in self.repairs + self.orphans if r not in self._repairs]
         if new:
             save_repairs(self.path, new, self._now())
             self._repairs.update(new)
