@@ -108,15 +108,6 @@ for _cls in EVENT_TYPES:
     setattr(_Listener, _cls.handler, _Listener._take)
 
 
-def _check_lock(chat: Path) -> None:
-    """R5: a chat another process writes fails here with `ChatLocked` naming the owner
-    (pid, host), before any actor starts (the log writer would fail the same way, but
-    inside its own start, out of the caller's sight)."""
-    from everchat.actors.store import ChatStore
-
-    ChatStore.open(chat, create=True).close()
-
-
 def _lost(error: TransportError) -> bool:
     """The target, or an actor it asked on our behalf, was lost (or may have been)."""
     if isinstance(error, RemoteError):
@@ -157,8 +148,9 @@ class ChatSession:
     @classmethod
     def open(cls, settings, *, placement=None, extra_tools=(), chat: str | Path | None = None) -> "ChatSession":
         """Start the supervisor and every actor, the turn runner included (single process
-        by default). The log writer takes the chat folder's lock (R5): a second session on
-        the same folder fails with `ChatLocked` naming the owner. `chat` defaults to
+        by default). The supervisor takes the chat before any actor starts (R5, P6): a
+        second session on the same folder fails with `ChatLocked` naming the owner, a chat
+        that does not open with the store's error. `chat` defaults to
         `settings.chat_dir` (else `settings.home / "chat"`). `extra_tools`: `(ToolSpec,
         handler)` pairs offered to the model after the memory tools (benchmarks, devices);
         `handler(arguments: dict) -> str | ToolOutcome` runs in the turn runner's thread
@@ -169,7 +161,6 @@ class ChatSession:
         if chat is None:
             chat = getattr(settings, "chat_dir", None) or Path(settings.home) / "chat"
         settings.instructions()  # a named instructions file that cannot be read fails here, not in a turn
-        _check_lock(Path(chat))
         placement = placement or Placement(workers=settings.compaction_jobs)
         if extra_tools and placement.mode != "single":
             raise ValueError("extra tools are Python callables: they run in the single placement only")
@@ -189,8 +180,9 @@ class ChatSession:
         return session
 
     def _check_started(self) -> None:
-        # The log writer opens the folder in its start: a locked or corrupt chat fails
-        # there, and the first ask says so (ActorStopped, with the log naming why).
+        # The log writer opens the folder in its start; should that still fail (the
+        # supervisor opened it just before), the first ask says so (ActorStopped, with
+        # the log naming why).
         self.node.ask("log_writer", schema.CountMessages(), timeout=_ASK_SECONDS)
 
     # -- asking across restarts (P4) ------------------------------------------------------
@@ -223,32 +215,11 @@ class ChatSession:
 
     def _stopping(self) -> bool:
         """We are closing: a stopped actor is no loss then."""
-        stopping = getattr(self.supervisor, "_stopping", None)
-        return self._closed or (stopping is not None and stopping.is_set())
+        return self._closed or self.supervisor.stopping
 
     def _incarnations(self, names) -> dict:
         """Which run of each actor serves us now: (restarts, pid)."""
-        children = self.supervisor.children
-        return {name: (children[name].restarts, children[name].pid) for name in names if name in children}
-
-    def _running(self, name: str) -> bool:
-        """The supervisor's actor `name` runs and has registered (GaveUp if it gave up)."""
-        from everchat.actors.supervisor import GaveUp
-
-        child = self.supervisor.children.get(name)
-        if child is None:
-            return True  # not the supervisor's to restart
-        if child.gave_up:
-            raise GaveUp(f"{child.gave_up} (the chat cannot go on without it)")
-        if not child.registered.is_set():
-            return False
-        placement = self.supervisor.placement
-        if name in placement.remote:
-            return True  # joined from elsewhere: the supervisor does not restart it
-        if placement.mode == "single":
-            return child.ref is not None and child.ref.is_alive()
-        process = child.process
-        return process is not None and process.poll() is None and child.pid == process.pid
+        return {name: self.supervisor.incarnation(name) for name in names}
 
     def _await_running(self, target: str, needs, seen: dict, error: TransportError) -> bool:
         """After a loss: wait until every actor in `needs` runs; True if any of them was
@@ -256,7 +227,7 @@ class ChatSession:
         loss was not a crash, or one not noticed yet). PeerLost after RESTART_SECONDS."""
         start = time.monotonic()
         while True:
-            down = [name for name in needs if not self._running(name)]
+            down = [name for name in needs if not self.supervisor.running(name)]  # GaveUp: said at once
             if not down:
                 if self._incarnations(needs) != seen:
                     return True

@@ -9,7 +9,14 @@ the view comes from the planner (`SettleView`); events go out on topic "turn".
 Input while a turn is on (R36): once the turn's own message is logged, a new message
 is logged at once (its sender gets its id) and handed to the call at the next boundary;
 a message that arrives while the turn still settles its view is logged right after the
-turn's own, so the log keeps the order the person typed in.
+turn's own, so the log keeps the order the person typed in. Inputs are known by their
+key while the turn runs: one sent again (the session repeats a keyed input after a lost
+actor, P4) gets the ids it has and reaches the model once.
+
+A turn that fails before its message is logged (the planner or the log writer lost while
+it settles) publishes nothing: no turn began, and the sender's ask gets the error (the
+session repeats it once the actor runs again). A lost actor is one error line in the
+log; only an unexpected failure is logged with its traceback.
 """
 
 from __future__ import annotations
@@ -98,11 +105,26 @@ class AskReader:
 
 
 class _Pending:
-    """An input and the ask waiting for its ids."""
+    """An input of the running turn and the asks waiting for its ids: one, or more when
+    the sender repeated it (same key) before it was logged. `ids` once logged."""
 
-    def __init__(self, msg: schema.UserInput, delivery) -> None:
+    def __init__(self, msg: schema.UserInput, delivery, joined: bool) -> None:
         self.msg = msg
-        self.delivery = delivery
+        self.deliveries = [delivery] if delivery is not None else []
+        self.joined = joined
+        self.ids: list[int] | None = None
+
+    def logged(self, ids: list[int], turn: int) -> None:
+        """It is on disk: every ask waiting for it gets its ids."""
+        self.ids = ids
+        waiting, self.deliveries = self.deliveries, []
+        for delivery in waiting:
+            delivery.reply(schema.InputLogged(ids=ids, turn=turn, joined=self.joined))
+
+    def fail(self, error: Exception) -> None:
+        waiting, self.deliveries = self.deliveries, []
+        for delivery in waiting:
+            delivery.fail(type(error).__name__, str(error))
 
 
 class TurnRunnerActor(Actor):
@@ -125,6 +147,7 @@ class TurnRunnerActor(Actor):
         self._turn = -1  # the running turn's message id, once logged
         self._unlogged: list[_Pending] = []  # arrived while the turn settled its view
         self._joined: list[Input] = []  # logged, not yet handed to the call
+        self._inputs: dict[str, _Pending] = {}  # the running turn's inputs by key: a resent one joins once
         self._halt = threading.Event()
         self._work: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
@@ -163,20 +186,37 @@ class TurnRunnerActor(Actor):
     # -- messages ----------------------------------------------------------------------
 
     def on_user_input(self, msg: schema.UserInput, delivery):
-        """R36: start a turn, or join the running one (answered once the input is logged)."""
+        """R36: start a turn, or join the running one (answered once the input is logged).
+        An input resent with the key of one the running turn already has (P4: the session
+        repeats its asks after a lost actor) gets that one's ids and is handed to the
+        call once."""
         with self._lock:
             if not self._active:
                 self._active = True
                 self._turn = -1
                 self._halt.clear()
-                self._work.put(_Pending(msg, delivery))
+                pending = _Pending(msg, delivery, joined=False)
+                self._inputs = {msg.key: pending} if msg.key else {}
+                self._work.put(pending)
                 return None
-            if self._turn < 0:
-                self._unlogged.append(_Pending(msg, delivery))
-                return None
-            ids = self._append("user", msg.text, msg.key, msg.images)
-            self._joined.append(Input(tuple(ids), msg.text, tuple(msg.images)))
-            return schema.InputLogged(ids=ids, turn=self._turn, joined=True)
+            same = self._inputs.get(msg.key) if msg.key else None
+            if same is not None:
+                if same.ids is None:
+                    same.deliveries.append(delivery)
+                    return None
+                return schema.InputLogged(ids=same.ids, turn=self._turn, joined=same.joined)
+            if self._turn < 0:  # the turn settles its view: logged right after its own message
+                pending = _Pending(msg, delivery, joined=True)
+                self._unlogged.append(pending)
+                reply = None
+            else:
+                pending = _Pending(msg, None, joined=True)
+                pending.ids = self._append("user", msg.text, msg.key, msg.images)
+                self._joined.append(Input(tuple(pending.ids), msg.text, tuple(msg.images)))
+                reply = schema.InputLogged(ids=pending.ids, turn=self._turn, joined=True)
+            if msg.key:
+                self._inputs[msg.key] = pending
+            return reply
 
     def on_stop_turn(self, msg: schema.StopTurn, delivery) -> schema.Ack:
         """R37: end the running call; what streamed is kept, marked incomplete."""
@@ -207,6 +247,10 @@ class TurnRunnerActor(Actor):
             io = _ShellIO(self, pending)
             try:
                 self.core.run(io)
+            except TransportError as error:  # the planner or the log writer was lost: no bug of ours
+                log.error("%s: the turn for %r failed: %s: %s", self, pending.msg.text[:40], type(error).__name__,
+                          error)
+                io.failed(error)
             except Exception as error:  # the turn is over; the person hears why
                 log.exception("%s: the turn for %r failed", self, pending.msg.text[:40])
                 io.failed(error)
@@ -242,15 +286,16 @@ class _ShellIO:
         actor, msg = self.actor, self.pending.msg
         ids = actor._append("user", msg.text, msg.key, msg.images)
         self.turn = ids[0]
-        self.pending.delivery.reply(schema.InputLogged(ids=ids, turn=self.turn, joined=False))
-        self.answered = True
         with actor._lock:
+            self.pending.logged(ids, self.turn)
+            self.answered = True
             actor._turn = self.turn
-            waiting, actor._unlogged = actor._unlogged, []
-            for later in waiting:
+            while actor._unlogged:  # each leaves the list once logged: a failure fails the rest
+                later = actor._unlogged[0]
                 later_ids = actor._append("user", later.msg.text, later.msg.key, later.msg.images)
+                actor._unlogged.pop(0)
                 actor._joined.append(Input(tuple(later_ids), later.msg.text, tuple(later.msg.images)))
-                later.delivery.reply(schema.InputLogged(ids=later_ids, turn=self.turn, joined=True))
+                later.logged(later_ids, self.turn)
         return Input(tuple(ids), msg.text, tuple(msg.images))
 
     def log(self, kind, text, key, images=(), meta=None) -> list[int]:
@@ -291,6 +336,7 @@ class _ShellIO:
             if final and not items:
                 actor._active = False
                 actor._turn = -1
+                actor._inputs = {}
         return items
 
     def publish(self, event: schema.Message) -> None:
@@ -306,18 +352,26 @@ class _ShellIO:
         return time.monotonic()
 
     def failed(self, error: Exception) -> None:
-        """The turn broke outside the model call (the log writer or planner is gone)."""
+        """The turn broke outside the model call (the log writer or planner is gone).
+
+        Before its message was logged, no turn began for anyone to see (no TurnStarted):
+        the senders of that message and of those that came meanwhile get the error as
+        their answer, and may send them again (the session does, once the lost actor runs
+        again, P4); nothing is published. After it, the turn ends with "error"."""
         detail = f"{type(error).__name__}: {error}"
-        if not self.answered:
-            self.pending.delivery.fail(type(error).__name__, str(error))
         actor = self.actor
         with actor._lock:
+            if not self.answered:
+                self.pending.fail(error)
             waiting, actor._unlogged = actor._unlogged, []
             actor._joined = []
+            actor._inputs = {}
             actor._active = False
             actor._turn = -1
         for later in waiting:
-            later.delivery.fail(type(error).__name__, str(error))
+            later.fail(error)
+        if self.turn < 0:
+            return
         try:
             self.publish(schema.TurnEnded(turn=self.turn, reason="error", incomplete=False, detail=detail))
         except TransportError:
