@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 
 from everchat.actors.store import BadInput, CorruptRecord
+from everchat.actors.store import _crash
 from everchat.actors.store._files import atomic_write, fsync_dir, read_small, set_aside
 
 __all__ = ["DRAFT_NAME", "DRAFT_VERSION", "save_draft", "load_draft", "recover_draft"]
@@ -36,9 +37,11 @@ def save_draft(chat: Path, key: str | None, text: str, meta: dict | None) -> Non
         except FileNotFoundError:
             return
         fsync_dir(path.parent)
+        _crash.hit("draft")
         return
     record = {"version": DRAFT_VERSION, "key": key, "text": text, "meta": meta or {}}
     atomic_write(path, (json.dumps(record, ensure_ascii=False) + "\n").encode())
+    _crash.hit("draft")
 
 
 def load_draft(chat: Path) -> dict | None:

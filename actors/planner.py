@@ -98,9 +98,10 @@ class StoreProxy:
 @dataclass
 class _Waiter:
     delivery: object
-    since: float
+    since: float  # when it came (monotonic seconds)
     until: int = 0
     timeout: float = 0.0
+    first: int = 0  # the first message whose line it waits for (SettleView.since)
 
 
 class PlannerActor(Actor):
@@ -246,29 +247,60 @@ class PlannerActor(Actor):
         return None  # answered later, with delivery.reply
 
     def on_settle_view(self, msg: schema.SettleView, delivery):
-        """R36: answer once every view line before `until` is built, or at the timeout
-        with the unbuilt lines shown as their message cut to 512 bytes.
+        """R36: answer once every view line of messages `since` … `until` - 1 is built, or
+        at the timeout with the unbuilt lines shown as their message cut to 512 bytes.
 
         Several waits at once (a turn and a `compact`) restrict the starts to the
-        earliest one's lines (R31), so the turn that waits least is served first."""
+        earliest one's lines (R31), so the turn that waits least is served first.
+
+        A wait for the whole view (`since` 0: a turn, or `compact`) whose view is still
+        over the ceiling once its lines are built waits for the merges that can fit it,
+        then runs the batch R19 would run at the next message (`Planning.fit_now`) before
+        it renders: no request carries more than the ceiling (issue 8). At the timeout
+        the batch merges what is built."""
         self._catch_up()
         messages = self.planning.planner.messages
         if not 0 <= msg.until <= messages:
             raise ValueError(f"SettleView until {msg.until}: the chat has messages 0 ... {messages - 1}, "
                              f"so until must be 0 ... {messages}")
+        if not 0 <= msg.since <= msg.until:
+            raise ValueError(f"SettleView since {msg.since}: must be 0 ... until ({msg.until})")
         if not msg.timeout >= 0:
             raise ValueError(f"SettleView timeout {msg.timeout}: must be 0 or more seconds")
-        self.settle_waiters.append(_Waiter(delivery, time.monotonic(), msg.until, msg.timeout))
+        self.settle_waiters.append(_Waiter(delivery, time.monotonic(), msg.until, msg.timeout, msg.since))
         self._answer_settled()
         return None  # answered later, with delivery.reply
+
+    def on_fit_view(self, msg: schema.FitView, delivery) -> schema.Ack:
+        """`compact` ends with the batch R19 would run at the next message (issue 8)."""
+        self._catch_up()
+        self._fit()
+        return schema.Ack()
+
+    def _fit(self) -> None:
+        step = self.planning.fit_now()
+        if step.batch:
+            log.info("%s: fitted the view without a new message (merged %d)", self, len(step.merged))
+        self._dispatch(step.started)
 
     def _answer_settled(self) -> None:
         planner = self.planning.planner
         now = time.monotonic()
         keep = []
+        fit_wanted = False
         for waiter in self.settle_waiters:
-            settled = planner.settled(waiter.until)
-            if settled or now - waiter.since >= waiter.timeout:
+            settled = planner.settled(waiter.until, waiter.first)
+            timed_out = now - waiter.since >= waiter.timeout
+            whole = waiter.first == 0
+            if whole and settled and planner.over_ceiling():
+                if planner.merging() and not timed_out:
+                    keep.append(waiter)
+                    fit_wanted = True
+                    continue
+                self._fit()
+            elif whole and timed_out and planner.over_ceiling():
+                self._fit()
+            if settled or timed_out:
                 waiter.delivery.reply(
                     schema.SettledView(
                         text=self.planning.render_view(fallback=not settled),
@@ -280,8 +312,12 @@ class PlannerActor(Actor):
                 keep.append(waiter)
         self.settle_waiters = keep
         earliest = min((waiter.until for waiter in keep), default=-1)
-        if earliest != planner.waiting_for:
-            self._dispatch(planner.wait_for(earliest) if earliest >= 0 else planner.stop_waiting())
+        first = min((waiter.first for waiter in keep), default=0)
+        if (earliest, first, fit_wanted) != (planner.waiting_for, planner.waiting_since, planner.fit_wanted):
+            if earliest >= 0:
+                self._dispatch(planner.wait_for(earliest, first, fit_wanted))
+            else:
+                self._dispatch(planner.stop_waiting())
 
     def on_actor_restarted(self, msg: schema.ActorRestarted, delivery) -> None:
         """A worker died: its jobs go back to the queue at once (they are still running)."""

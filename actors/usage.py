@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from everchat.actors.store import _crash
 from everchat.actors.store._files import atomic_write, read_small
 
 __all__ = ["USAGE_NAME", "USAGE_VERSION", "ROLES", "Tally", "UsageTotals", "UsageNotSaved", "load_usage",
@@ -133,6 +134,7 @@ def save_usage(chat: str | Path, totals: UsageTotals) -> None:
     path = Path(chat) / USAGE_NAME
     try:
         atomic_write(path, (json.dumps(totals.to_dict()) + "\n").encode())
+        _crash.hit("usage")
     except OSError as error:
         try:
             os.unlink(path.with_name(f".{USAGE_NAME}.tmp.{os.getpid()}"))

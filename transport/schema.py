@@ -44,7 +44,7 @@ __all__ = [
     "Append", "Appended", "AppendMany", "AppendedMany", "ReadMessage", "MessageRecord",
     "ReadNodes", "NodeTexts", "SaveNodes", "SaveMerge", "SaveViews", "Ack", "LoadState",
     "ChatState", "MessageLogged", "BuildJob", "Built", "BuildFailed", "NodeBuilt",
-    "SettleView", "SettledView", "PoolIdle", "Idle", "Register", "Directory",
+    "SettleView", "SettledView", "FitView", "PoolIdle", "Idle", "Register", "Directory",
     "StatsRequest", "StatsReply", "Ping", "Pong", "ErrorReply",
     "Logged", "CountMessages", "MessageCount", "NextJob", "NoJob", "PullWork", "Tick",
     "ActorRestarted", "CompactionFailed",
@@ -512,6 +512,21 @@ class SettleView(Message):
         until, timeout, since = fields(obj, 3, cls)
         return cls(int_(until, "SettleView.until"), float_(timeout, "SettleView.timeout"),
                    int_(since, "SettleView.since"))
+
+
+@_message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class FitView(Message):
+    """Ask the planner to run the batch R19 would run at the next message, now (`compact`
+    ends with it, issue 8) (ask -> Ack)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> FitView:
+        fields(obj, 0, cls)
+        return cls()
 
 
 @_message(BLOCK)

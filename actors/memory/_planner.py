@@ -125,6 +125,8 @@ class Planner:
         self.running: dict[int, None] = {}
         self.failed: dict[int, None] = {}
         self.waiting_for = -1
+        self.waiting_since = 0  # the first message the waits want (P18: `ask` waits for its own)
+        self.fit_wanted = False  # a waiting turn's view is over the ceiling: merges start too
 
     # -- events ----------------------------------------------------------------
 
@@ -293,15 +295,22 @@ class Planner:
         return -1
 
     def _start_for_turn(self, started: list[int]) -> None:
-        """R31: while a turn waits, only the unbuilt lines before its message start."""
+        """R31: while a turn waits, only the unbuilt lines before its message start (from
+        `waiting_since` on: `ask` waits for its own lines only, P18). When a waiting turn's
+        view is still over the ceiling once its lines are built (`fit_wanted`), ready
+        merges start too, so the batch before it renders can fit it (issue 8)."""
         running, failed = self.running, self.failed
-        for t in self.pending:
+        for t in self.pending[bisect_left(self.pending, self.waiting_since):]:
             if len(running) >= self.budget.jobs or t >= self.waiting_for:
                 break
             key = t << LEVEL_BITS
             if key not in running and key not in failed:
                 running[key] = None
                 started.append(key)
+        while self.fit_wanted and self.merge_queue and len(running) < self.budget.jobs:
+            key = self.merge_queue.popleft()
+            running[key] = None
+            started.append(key)
 
     def retry_failed(self) -> list[int]:
         """R30: failed nodes become startable now (a turn waits for them); returns the starts."""
@@ -310,22 +319,36 @@ class Planner:
         self._start(started)
         return started
 
-    def wait_for(self, message: int) -> list[int]:
-        """A turn waits for the lines before `message` (R36); returns the starts."""
+    def wait_for(self, message: int, since: int = 0, fit: bool = False) -> list[int]:
+        """A turn waits for the lines of messages `since` … `message` - 1 (R36), and with
+        `fit` for the merges that can bring its view under the ceiling; returns the starts."""
         self.waiting_for = message
+        self.waiting_since = since
+        self.fit_wanted = fit
         started: list[int] = []
         self._start(started)
         return started
 
     def stop_waiting(self) -> list[int]:
         self.waiting_for = -1
+        self.waiting_since = 0
+        self.fit_wanted = False
         started: list[int] = []
         self._start(started)
         return started
 
-    def settled(self, message: int) -> bool:
-        """True when every view line before `message` is built (R36)."""
-        return not self.pending or self.pending[0] >= message
+    def settled(self, message: int, since: int = 0) -> bool:
+        """True when every view line of messages `since` … `message` - 1 is built (R36)."""
+        at = bisect_left(self.pending, since)
+        return at == len(self.pending) or self.pending[at] >= message
+
+    def over_ceiling(self) -> bool:
+        """Is the view larger than the ceiling (R19)?"""
+        return self.view.size > self.budget.ceiling
+
+    def merging(self) -> bool:
+        """Are merges ready or running (what could still bring the view down)?"""
+        return bool(self.merge_queue) or any(level(key) for key in self.running)
 
     # -- reading ---------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from . import _crash
 from ._files import atomic_write, read_small
 
 __all__ = ["LOC", "MERGE", "KEY", "INDEX_VERSION", "Marker", "Table", "LogIndex"]
@@ -296,6 +297,7 @@ class LogIndex:
         self.slots.sync()
         marker = Marker(self.messages.count, self.merges.count, self.keys.count, main, tree)
         atomic_write(self.folder / "covered.json", marker.to_json(), sync_dir=False)
+        _crash.hit("index")
 
     def close(self) -> None:
         for table in (self.messages, self.merges, self.keys):

@@ -14,7 +14,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from . import _assets, _views
+from . import _assets, _crash, _views
 from ._chat import (foreign_entries, is_chat, load_repairs, make_layout, read_chat_json, save_repairs,
                     seal_from)
 from ._daylog import DayLog
@@ -291,6 +291,7 @@ class ChatStore:
         data = b"".join(lines)
         try:
             offset = self._main.append(day, data)
+            _crash.hit("message")
             index.messages.write(self._count, b"".join(
                 LOC.pack(day, length, offset + r) for length, r in rel))
             if keys:
@@ -393,6 +394,7 @@ class ChatStore:
         day = max(self._now().date().toordinal(), self._tree.ordinal)
         try:
             at = self._tree.append(day, data)
+            _crash.hit("node")
             for (level, i), line in zip(fresh, lines):
                 index.slots.put(level, i, LOC.pack(day, len(line) - 1, at))
                 at += len(line)
@@ -450,6 +452,7 @@ class ChatStore:
         day = max(self._now().date().toordinal(), self._tree.ordinal)
         try:
             offset = self._tree.append(day, line)
+            _crash.hit("merge")
             index.merges.write(index.merges.count, MERGE.pack(t, day, len(line) - 1, offset))
         except OSError as exc:
             self._broken = exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import _crash
 from ._errors import BadInput, CorruptRecord
 from ._files import atomic_write, fsync_dir, read_small
 
@@ -37,8 +38,10 @@ def save_views(chat: Path, view: dict, cview: dict) -> None:
     view_bytes = _bytes(VIEW_NAME, view)
     cview_bytes = _bytes(CVIEW_NAME, cview)
     atomic_write(chat / VIEW_NAME, view_bytes, sync_dir=False)
+    _crash.hit("view")
     atomic_write(chat / CVIEW_NAME, cview_bytes, sync_dir=False)
     fsync_dir(chat)
+    _crash.hit("cview")
 
 
 def _load(chat: Path, name: str) -> dict | None:
