@@ -63,7 +63,7 @@ def converse(supervisor: Supervisor, count: int, on_message=None) -> None:
 
 
 def folder_digest(chat: Path) -> dict:
-    """What must match across placements: messages (dates aside), the set of nodes,
+    """What must match across placements: messages (dates and so checksums aside), the set of nodes,
     the merge records, and the two view files byte for byte."""
     messages, nodes, merges = [], set(), []
     for path in sorted((chat / "main").glob("*.jsonl")):
@@ -71,6 +71,7 @@ def folder_digest(chat: Path) -> dict:
             if line:
                 record = json.loads(line)
                 record.pop("date", None)
+                record.pop("crc", None)  # P3: over the bytes, the date included
                 messages.append(record)
     for path in sorted((chat / "tree").glob("*.jsonl")):
         for line in path.read_text().splitlines():

@@ -62,7 +62,7 @@ def make_layout(path: Path, now: datetime) -> None:
     for name in _FOLDERS:
         folder = path / name
         if not folder.is_dir():
-            folder.mkdir()
+            folder.mkdir(mode=0o700)
             changed = True
     if not (path / "chat.json").is_file():
         info = {"format": "everchat-chat", "version": CHAT_VERSION,

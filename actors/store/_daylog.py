@@ -166,7 +166,7 @@ class DayLog:
         if self._fd is None or ordinal != self.ordinal:
             self._close_append()
             is_new = ordinal != self.ordinal or self.size(ordinal) is None
-            fd = os.open(self.path(ordinal), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path(ordinal), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             self._fd = fd
             if is_new:
                 fsync_dir(self.folder)

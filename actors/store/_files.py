@@ -31,7 +31,7 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     A crash leaves either the old file or the new one, never a mix; at worst a stray
     `.<name>.tmp.<pid>` file stays behind."""
     tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         write_all(fd, data)
         os.fsync(fd)

@@ -96,7 +96,7 @@ class Table:
         self.dirty = False
         self.fd: int | None = None
         if writable:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         elif on_disk:
             try:
                 self.fd = os.open(path, os.O_RDONLY)
@@ -163,7 +163,7 @@ class _Slots:
             flags = os.O_RDWR | os.O_CREAT if create else (
                 os.O_RDWR if self.writable else os.O_RDONLY)
             try:
-                fd = self.fds[level] = os.open(self.path(level), flags, 0o644)
+                fd = self.fds[level] = os.open(self.path(level), flags, 0o600)
             except FileNotFoundError:
                 return None
         return fd
@@ -232,7 +232,7 @@ class LogIndex:
     def _open(self, marker: Marker, *, on_disk: bool) -> None:
         if self.writable and not on_disk:
             shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder.mkdir()
+            self.folder.mkdir(mode=0o700)
         kw = {"writable": self.writable, "on_disk": on_disk}
         self.messages = Table(self.folder / "messages.idx", LOC.size,
                               trusted=marker.messages, **kw)

@@ -38,7 +38,7 @@ class WriterLock:
 
     def acquire(self) -> None:
         """Take the lock at once or raise ChatLocked naming the owner (R5)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -37,6 +37,15 @@ def _default_clock() -> datetime:
     return datetime.now().astimezone()
 
 
+def _owner_only(path: Path) -> None:
+    """P5: the chat is its owner's alone. Everything the store makes is 0700/0600 whatever
+    the umask; a chat folder made by an older Everchat (0755 under umask 022) is closed to
+    others by its first writer, which keeps every file in it out of their reach."""
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        os.chmod(path, mode & 0o700)
+
+
 class ChatStore:
     """The log of one chat folder: messages, tree nodes, merge records, views, assets.
 
@@ -133,9 +142,10 @@ class ChatStore:
                 # `--data-dir ~` by mistake must not scatter a chat among someone's files.
                 raise NotAChat(f"{path} holds other files ({', '.join(others[:3])}{' …' if len(others) > 3 else ''}) "
                                "and no chat: a new chat needs an empty or new folder")
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self._lock is not None:
             self._lock.acquire()
+            _owner_only(path)
             make_layout(path, self._now())
             for folder in (path, path / "index"):
                 remove_stale_temps(folder)
