@@ -41,6 +41,7 @@ _COMMANDS = {
     "status": "messages, view size, pending summaries, failed compactions, token usage, as JSON (read-only)",
     "check": "verify every record of the chat in one pass (read-only)",
     "compact": "build every pending summary, then exit",
+    "repair": "rebuild what is derived from the log (index, views), set unreadable files aside; never edits the log",
     "setup": "choose the models, check them, save config.toml (keys stay in the environment)",
     "serve": "run the chat's actors until interrupted",
     "actor": "run one actor that joins a running chat",
@@ -121,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     command("check")
     compact = command("compact")
     compact.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    command("repair")
     command("setup")
     serve = command("serve")
     serve.add_argument("--tcp", action="store_true",
@@ -188,6 +190,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from everchat.frontends.commands_write import note
 
         return note(args)
+    if command == "repair":
+        from everchat.frontends.commands_write import repair
+
+        return repair(args)
     if command == "import":
         from everchat.frontends.commands_import import run_import
 

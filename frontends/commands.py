@@ -186,7 +186,7 @@ def open_regular(path: Path, what: str) -> BinaryIO:
 
 
 def _store_error(error: Exception, path: Path) -> CommandError:
-    from everchat.actors.store import ChatLocked, NotAChat
+    from everchat.actors.store import ChatLocked, CorruptRecord, NotAChat
 
     if isinstance(error, NotAChat) and "holds other files" in str(error):
         return CommandError(f"{error} (pick another folder with --data-dir)")
@@ -196,7 +196,14 @@ def _store_error(error: Exception, path: Path) -> CommandError:
     if isinstance(error, ChatLocked):
         return CommandError(f"{error}; close that chat first (read-only commands such as "
                             "`view` and `status` work meanwhile)")
+    if isinstance(error, CorruptRecord) and _derived(Path(error.file)):
+        return CommandError(f"{error} (it is rebuilt from the log: run `everchat repair`)")
     return CommandError(str(error))
+
+
+def _derived(file: Path) -> bool:
+    """Files a repair rebuilds from the log or sets aside (actors/repair.py)."""
+    return file.name in ("view.json", "compaction-view.json", "draft.json") or file.parent.name == "index"
 
 
 @contextmanager

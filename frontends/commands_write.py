@@ -1,4 +1,5 @@
 """`note TEXT` (or `note -`: the text from stdin): log one memory from before the chat as a `note` message (R3).
+`repair`: rebuild what is derived from the log (actors/repair.py).
 
 The note is logged and planned as the chat's one writer (R5); a note longer than
 16,000 bytes becomes several consecutive notes (R8). Its summary, when it needs
@@ -12,7 +13,7 @@ import sys
 
 from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, check_text, open_writer, os_error_words
 
-__all__ = ["note", "describe_ids"]
+__all__ = ["note", "repair", "describe_ids"]
 
 
 def describe_ids(ids: list[int]) -> str:
@@ -52,4 +53,27 @@ def note(args: argparse.Namespace) -> int:
                 raise _logged_but(list(range(before, after)), error) from None
             raise
     print(f"logged {describe_ids(ids)}")
+    return EXIT_OK
+
+
+def repair(args: argparse.Namespace) -> int:
+    """Prints each thing it did; damage of the log itself is the one line of a failure."""
+    from everchat.actors.repair import repair_chat
+    from everchat.actors.store import NotAChat, StoreError
+    from everchat.frontends.commands import _store_error
+
+    if not (args.data_dir / "chat.json").exists() and not (args.data_dir / "main").is_dir():
+        raise _store_error(NotAChat(str(args.data_dir)), args.data_dir)
+    try:
+        report = repair_chat(args.data_dir)
+    except StoreError as error:
+        raise _store_error(error, args.data_dir) from None
+    except OSError as error:
+        raise CommandError(f"cannot repair the chat in {args.data_dir}: {os_error_words(error)}") from None
+    for line in report["done"]:
+        print(line)
+    if report["damage"]:
+        raise CommandError(f"{report['damage']}; the log itself is damaged there, which no repair rewrites (R4): "
+                           "the chat reads up to it and takes no new records")
+    print("the chat is whole: `everchat check` passes")
     return EXIT_OK

@@ -478,7 +478,7 @@ def _checked_cover(lines: list[tuple[int, int]], messages: int, label: str) -> l
         expect = end(key)
         keys.append(key)
     if expect != messages:
-        raise PlannerError(f"the {label} covers {expect} messages, the chat has {messages}")
+        raise PlannerError(f"the {label}'s lines cover {expect} messages, but it was saved at t={messages} (R13)")
     return keys
 
 
