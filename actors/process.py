@@ -70,7 +70,8 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
     directory that Register sends out, and the sessions wait for that Register. A
     restarted process binds the same ipc path as the one before it, so a peer that had
     its route may reach it at once: its actor is hosted right after the bind, before any
-    round trip. `routes` are the peers the supervisor knew when it started us (the
+    round trip (about a millisecond; a request landing in it is still answered "no
+    actor": only the transport could hold it). `routes` are the peers the supervisor knew when it started us (the
     planner asks the log writer in its start); a process joining from elsewhere has none
     but the supervisor's until its Register is answered, so its actor must not ask peers
     as it starts (a compactor asks later, and again until the planner answers).
@@ -87,7 +88,7 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
         server_key = dict(part.partition("=")[::2] for part in supervisor.split(";")[1:]).get("key")
         if server_key:
             keystore.authorize(server_key, "supervisor")
-        _await_handshake(supervisor, keystore.ensure(name), name)
+        _await_handshake(supervisor, keystore.ensure(name), name, _REGISTER_SECONDS)
     budget = budget_from_json(budget_json) if budget_json else Budget()
     cls, args = build_actor(name, chat, budget, summarizer)
     node = Node(name, bind=bind, keys=keystore)
@@ -95,8 +96,8 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
     _apply(node, name, routes or {})
     node.start()
     try:
+        ref = node.host(name, cls, *args)  # first: a peer that had our ipc path may reach us now
         node.host(f"node.{name}", NodeAgent)
-        ref = node.host(name, cls, *args)
         directory = node.ask(
             "supervisor",
             schema.Register(name=name, host=socket.gethostname(), pid=os.getpid(), endpoint=node.endpoint),
@@ -122,11 +123,11 @@ def _apply(node: Node, name: str, routes: dict[str, str]) -> None:
 _HANDSHAKE_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 
 
-def _await_handshake(endpoint: str, pair: KeyPair, name: str, timeout: float = _REGISTER_SECONDS) -> None:
+def _await_handshake(endpoint: str, pair: KeyPair, name: str, timeout: float) -> None:
     """Dial the supervisor at `endpoint` with this actor's key and wait for the CURVE
     handshake's verdict (P9): return once it succeeds, raise KeyRefused at once when the
-    supervisor refuses the key. Nothing heard within `timeout` (no one listens there):
-    return, and the Register ask fails in its own words."""
+    supervisor refuses the key, PeerLost when no handshake is done within `timeout` (no
+    one listens there)."""
     address = parse_address(endpoint)
     context = zmq.Context()
     dealer = context.socket(zmq.DEALER)
@@ -148,6 +149,7 @@ def _await_handshake(endpoint: str, pair: KeyPair, name: str, timeout: float = _
                     f"the chat refused this actor's key; add the line '{pair.public.decode()} {name}' to "
                     "config/keys/authorized_keys in the chat's folder on its host (no restart needed), "
                     "then run this command again")
+        raise PeerLost(f"{name}: no connection to {address.requests} within {timeout:g} s")
     finally:
         dealer.disable_monitor()
         monitor.close(0)
@@ -301,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--supervisor", required=True, help="the supervisor's endpoint")
     parser.add_argument("--bind", required=True, help="this process's endpoint (ipc://… or tcp://127.0.0.1:0)")
     parser.add_argument("--budget", default=None)
-    parser.add_argument("--keys", type=Path, default=None, help="the config folder with the CURVE keys (keys/), for tcp")
+    parser.add_argument("--keys", type=Path, default=None,
+                        help="the config folder with the CURVE keys (keys/), for tcp")
     parser.add_argument("--summarizer", default="configured", choices=["configured", "scripted"])
     parser.add_argument("--parent", type=int, default=None,
                         help="the pid of the supervisor that starts this process (default: the parent now)")

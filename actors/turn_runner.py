@@ -255,7 +255,8 @@ class TurnRunnerActor(Actor):
                 log.exception("%s: the turn for %r failed", self, pending.msg.text[:40])
                 io.failed(error)
 
-    def _append(self, kind: str, text: str, key: str, images: Sequence[str] = (), meta: dict | None = None) -> list[int]:
+    def _append(self, kind: str, text: str, key: str, images: Sequence[str] = (),
+                meta: dict | None = None) -> list[int]:
         msg = schema.Append(kind=kind, text=text, key=key, images=list(images), meta=meta)
         return self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS).ids
 

@@ -212,3 +212,21 @@ def test_a_joiner_whose_key_the_chat_authorized_registers(tmp_path):
         supervisor.stop()
     assert (register.name, register.pid) == ("compactor.1", os.getpid())
     assert not joiner.is_alive()
+
+
+def test_a_joiner_that_reaches_no_supervisor_says_so_once_its_wait_is_over(tmp_path, monkeypatch):
+    """Nothing listens at the address: one wait (not the handshake's and then the
+    Register's), then PeerLost naming the address."""
+    import socket
+
+    from everchat.actors import process as actor_process
+
+    monkeypatch.setattr(actor_process, "_REGISTER_SECONDS", 0.5)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free once closed: nobody listens there
+    key = KeyStore(tmp_path / "nobody" / "config").ensure("supervisor").public.decode()
+    with pytest.raises(PeerLost) as lost:
+        run_actor("compactor.1", tmp_path / "none", f"tcp://127.0.0.1:{port};events={port};key={key}",
+                  "tcp://127.0.0.1:0", None, tmp_path / "elsewhere" / "config", threading.Event(), "scripted")
+    assert str(lost.value) == f"compactor.1: no connection to tcp://127.0.0.1:{port} within 0.5 s"
