@@ -22,8 +22,9 @@ Who may touch the chat:
   its sockets 0600 and lets in only processes of the same user.
 - Actor processes die with the supervisor (P16): each asks the kernel (Linux) to kill it
   when the thread that started it ends, so every child is started from one thread that
-  lives as long as the supervisor (`supervisor_parts.Launcher`), never from a caller's thread that may end
-  first. Elsewhere the children poll for their parent (actors/process.py).
+  lives as long as the supervisor (`supervisor_parts.Launcher`), never from a caller's
+  thread that may end first. Elsewhere the children poll for their parent
+  (actors/process.py).
 - Actor processes log to `run/<name>.log`, never to the terminal they share with the
   person (P9); the warning about a stopped one names its file.
 
