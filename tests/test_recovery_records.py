@@ -17,6 +17,7 @@ from store_world import FakeClock
 from everchat.actors.chat import Chat
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
+from everchat.actors.store._records import seal
 
 # Small enough that a dozen messages pass the ceiling and the view stays shrinking a while.
 SMALL = Budget(ceiling=1200, floor=600, cceiling=500, cfloor=250, jobs=3)
@@ -79,18 +80,20 @@ def _damage_like_p1(chat, after_t: int) -> None:
     """Rewrite the tree as the old recovery wrote it: every record after `after_t` with the
     last record's t and open (what `_persist` took from the planner after the replay)."""
     for day in sorted((chat / "tree").glob("*.jsonl")):
-        lines = day.read_bytes().splitlines()
+        lines = day.read_bytes().splitlines(keepends=True)
         records = [json.loads(line) for line in lines]
         late = [r for r in records if "merge" in r and r["t"] > after_t]
         if not late:
             continue
         last = late[-1]
         out = []
-        for record in records:
+        for line, record in zip(lines, records):
             if "merge" in record and record["t"] > after_t:
-                record = {"merge": record["merge"], "t": last["t"], "open": last["open"]}
-            out.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode())
-        day.write_bytes(b"\n".join(out) + b"\n")
+                damaged = {"merge": record["merge"], "t": last["t"], "open": last["open"]}
+                body = json.dumps(damaged, ensure_ascii=False, separators=(",", ":")).encode()
+                line = seal(body[:-1])  # sealed as the store seals (P3): only the P1 damage differs
+            out.append(line)
+        day.write_bytes(b"".join(out))
 
 
 def test_p1_a_chat_damaged_by_the_old_recovery_opens_checks_and_refolds_to_its_view(tmp_path):

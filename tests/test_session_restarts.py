@@ -24,6 +24,7 @@ import pytest
 
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 from everchat.actors.store import ChatStore, split_text
+from everchat.actors.supervisor import Supervisor
 from everchat.frontends.commands_import import parts_of
 from everchat.frontends.ops import NoSupervisor, fetch_rows
 from everchat.transport import Node, TransportError, schema
@@ -260,10 +261,11 @@ class _Ref:
         return self.alive
 
 
-class _Supervisor:
-    """The parts of `Supervisor` the session reads: its children and whether it stops."""
+class _Supervisor(Supervisor):
+    """The real `Supervisor`'s answers to the session (`running`, `incarnation`,
+    `stopping`) over children that are plain objects: no sockets, no processes."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # the real one starts a node; these tests need none
         import threading
 
         from everchat.actors.supervisor import Placement, _Child, actor_names
