@@ -305,7 +305,7 @@ class PlannerActor(Actor):
                     schema.SettledView(
                         text=self.planning.render_view(fallback=not settled),
                         messages=planner.messages,
-                        unbuilt=planner.unbuilt_lines(),
+                        unbuilt=planner.unbuilt_between(waiter.first, waiter.until),
                     )
                 )
             else:

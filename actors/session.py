@@ -346,12 +346,28 @@ class ChatSession:
 
         count = self.count_messages()
         settled = self._repeat("planner", settle)
-        if settled.unbuilt and self._planner_state().status["unbuilt_lines"]:
+        if settled.unbuilt:
             raise TimeoutError(f"{self}: {settled.unbuilt} line(s) still unbuilt after {limit:g} s")
         self._repeat("planner", lambda: self.node.ask("planner", schema.PoolIdle(), timeout=left()))
         # Issue 8: the batch R19 would run at the next message, run now, so a view left far
         # over its ceiling by logged-only notes does not wait for one (nor go out whole).
         self._ask("planner", schema.FitView(), timeout=_ASK_SECONDS)
+
+    def settle_since(self, since: int, timeout: float = 3600.0) -> None:
+        """Wait until every view line of messages `since` … the last logged one is built
+        (TimeoutError after `timeout`): `ask` waits for its own turn's lines only, not for a
+        backlog logged before it (P18)."""
+        deadline = time.monotonic() + timeout
+        until = self.count_messages()
+
+        def settle() -> schema.SettledView:
+            wait = max(0.001, deadline - time.monotonic())
+            msg = schema.SettleView(until=until, timeout=wait, since=min(since, until))
+            return self.node.ask("planner", msg, timeout=wait + _ASK_SECONDS)
+
+        if self._repeat("planner", settle).unbuilt:
+            raise TimeoutError(f"{self}: the lines of messages {since} ... {until - 1} are not all built "
+                               f"after {timeout:g} s")
 
     def close(self) -> None:
         """Stop a running turn (its streamed part is logged, marked incomplete, R37), let

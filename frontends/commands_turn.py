@@ -265,7 +265,7 @@ def ask(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         if not args.no_wait:
             try:
-                session.compact()
+                session.settle_since(turn)  # P18: its own turn's lines, not a backlog before it
             except TimeoutError as error:
                 drain_notices(session, err)
                 raise CommandError(f"the reply is logged, but its summaries are not all built: {error}") from None

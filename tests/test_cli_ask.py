@@ -53,6 +53,26 @@ def test_r36_ask_waits_for_its_summaries_so_nothing_is_left_pending(env, tmp_pat
     assert done.returncode == 0, done.stderr
 
 
+def test_p18_ask_waits_for_its_own_summaries_not_for_a_backlog_logged_before_it(env, tmp_path):
+    """After a `--log-only` import, `ask` builds the lines of its own turn (R36) and
+    leaves the import's backlog to the pool's next run: it once built all of it first."""
+    chat, source = tmp_path / "chat", tmp_path / "notes.txt"
+    words = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor"]
+    source.write_text("\n".join(f"{n} " + " ".join(words[(n + k) % 8] for k in range(40)) for n in range(12_000)))
+    done = everchat(env, "--demo", "--data-dir", str(chat), "import", str(source), "--log-only")
+    assert done.returncode == 0, done.stderr
+    with Chat.open(chat, writer=False) as reader:
+        backlog = reader.status()["unbuilt_lines"]
+        turn = reader.messages
+    assert backlog > 100
+    done = everchat(env, "--demo", "--settle-timeout", "0.2", "--data-dir", str(chat), "ask", "What is in there?")
+    assert done.returncode == 0, done.stderr
+    with Chat.open(chat, writer=False) as reader:
+        assert reader.messages >= turn + 2  # the question, the reply (and any tool calls between)
+        assert reader.planner.unbuilt_between(turn, reader.messages) == 0  # its own lines: built
+        assert reader.status()["unbuilt_lines"] > backlog / 2  # the backlog: mostly left
+
+
 def test_r9_ask_logs_its_images_and_refuses_a_file_that_is_no_image(env, tmp_path):
     chat = tmp_path / "chat"
     (tmp_path / "dot.png").write_bytes(PNG)

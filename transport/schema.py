@@ -532,7 +532,8 @@ class FitView(Message):
 @_message(BLOCK)
 @dataclass(frozen=True, slots=True)
 class SettledView(Message):
-    """Reply to SettleView: the view text, the messages it covers, lines still unbuilt."""
+    """Reply to SettleView: the view text, the messages it covers, and how many lines of
+    the messages waited for (`since` … `until` - 1) are still unbuilt."""
     text: str
     messages: int
     unbuilt: int

@@ -342,6 +342,10 @@ class Planner:
         at = bisect_left(self.pending, since)
         return at == len(self.pending) or self.pending[at] >= message
 
+    def unbuilt_between(self, since: int, message: int) -> int:
+        """How many view lines of messages `since` … `message` - 1 are still unbuilt."""
+        return bisect_left(self.pending, message) - bisect_left(self.pending, since)
+
     def over_ceiling(self) -> bool:
         """Is the view larger than the ceiling (R19)?"""
         return self.view.size > self.budget.ceiling
