@@ -20,7 +20,7 @@ from everchat.actors.chat import open_writer_store
 from everchat.actors.drafts import save_draft
 from everchat.actors.planning import records_after
 from everchat.actors.store import ChatStore
-from everchat.actors.usage import ROLES, Tally, UsageTotals, load_usage, save_usage
+from everchat.actors.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
 from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["LogWriter"]
@@ -42,6 +42,7 @@ class LogWriter(Actor):
         self._usage_dirty = False
         self._usage_saved = -_USAGE_SECONDS
         self._usage_timer: threading.Timer | None = None
+        self._usage_warned = False  # P19: a failing usage.json is said once, not per report
 
     def on_start(self) -> None:
         """Runs in the actor's thread before any message. Opening fails loudly
@@ -53,7 +54,7 @@ class LogWriter(Actor):
         try:
             self.usage = load_usage(self.path)
         except ValueError as error:  # figures only: the chat opens, counting from zero
-            log.error("%s: %s; usage is counted from zero and the file replaced", self, error)
+            log.error("%s: %s; usage is counted from zero", self, error)
             self.usage = UsageTotals()
 
     def on_stop(self) -> None:
@@ -167,10 +168,22 @@ class LogWriter(Actor):
         self._save_usage()
 
     def _save_usage(self) -> None:
-        if self._usage_dirty:
+        """P19: usage.json that cannot be replaced costs the figures only, never the chat:
+        said once (log and a notice to the front ends), kept in memory and tried again at
+        the next report or at stop."""
+        if not self._usage_dirty:
+            return
+        self._usage_saved = time.monotonic()
+        try:
             save_usage(self.path, self.usage)
-            self._usage_dirty = False
-            self._usage_saved = time.monotonic()
+        except UsageNotSaved as error:
+            if not self._usage_warned:
+                self._usage_warned = True
+                log.info("%s: %s; the usage figures are kept in memory and saved when it can be", self, error)
+                self.node.publish("turn", schema.Notice("warning", f"usage figures not saved: {error}"))
+            return
+        self._usage_dirty = False
+        self._usage_warned = False
 
     # -- the turn runner's drafts and the front ends' images (R9, R37) -------------------
 

@@ -103,10 +103,15 @@ class UsageTotals:
 
 def load_usage(chat: str | Path) -> UsageTotals:
     """The totals saved in `chat`'s usage.json (zeros when there is none). Reads only:
-    safe while another process owns the chat. A file of another version or a broken one
-    is a ValueError naming the file."""
+    safe while another process owns the chat. A file of another version, a broken one or
+    one that cannot be read is a ValueError naming the file."""
     path = Path(chat) / USAGE_NAME
-    data = read_small(path)
+    try:
+        data = read_small(path)
+    except IsADirectoryError:
+        raise ValueError(f"{path}: a folder, not a usage file") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
     if data is None:
         return UsageTotals()
     try:

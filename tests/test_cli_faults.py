@@ -360,6 +360,21 @@ def test_p19_ask_whose_usage_cannot_be_saved_prints_no_traceback(env, tmp_path):
         assert store.message_count == 3  # the note, the question, the reply
 
 
+def test_p19_a_usage_file_that_is_a_folder_costs_the_figures_only_said_once(env, tmp_path):
+    """usage.json cannot be read nor replaced (a folder took its name): the chat opens, the
+    turn is logged, and the lost figures are said once, in words, with no traceback."""
+    chat = a_chat(env, tmp_path / "chat")
+    (chat / "usage.json").unlink(missing_ok=True)
+    (chat / "usage.json").mkdir()
+    done = everchat(env, "--demo", "ask", "hello", "--data-dir", str(chat))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("usage figures not saved") == 1, done.stderr
+    assert f"{chat}/usage.json could not be saved: it is a folder, not a file" in done.stderr
+    with ChatStore.open(chat, writer=False) as store:
+        assert store.message_count == 3  # the note, the question, the reply
+
+
 def test_p9_check_of_a_merge_record_that_does_not_fold_is_one_line(env, tmp_path):
     """T7: a merge record's pair changed (valid JSON, same size): `check` names tree/, no traceback."""
     from everchat.actors.chat import Chat
