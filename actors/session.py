@@ -169,7 +169,6 @@ class ChatSession:
         supervisor.start()
         try:
             session = cls(supervisor, settings)
-            session._check_started()
             if placement.mode != "single":
                 # The turn runner publishes from its own process: wait until our
                 # subscription reached it, or the first turn's events could be missed.
@@ -178,12 +177,6 @@ class ChatSession:
             supervisor.stop()
             raise
         return session
-
-    def _check_started(self) -> None:
-        # The log writer opens the folder in its start; should that still fail (the
-        # supervisor opened it just before), the first ask says so (ActorStopped, with
-        # the log naming why).
-        self.node.ask("log_writer", schema.CountMessages(), timeout=_ASK_SECONDS)
 
     # -- asking across restarts (P4) ------------------------------------------------------
 

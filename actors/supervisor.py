@@ -214,10 +214,12 @@ class Supervisor:
         return f"ipc://{self.run_dir / (name + '.sock')}"
 
     def start(self, timeout: float = 60.0) -> "Supervisor":
-        """Take the chat, then start every actor; returns once each is up. Raises the
-        store's errors when the chat is not ours to run (ChatLocked naming the owner,
-        NotAChat, CorruptRecord) before anything of the chat is touched, and TimeoutError
-        when an actor does not start; a failed start leaves nothing running."""
+        """Take the chat, then start every actor; returns once each is up and the log
+        writer holds the chat open. Raises the store's errors when the chat is not ours to
+        run (ChatLocked naming the owner, NotAChat, CorruptRecord) before anything of the
+        chat is touched, TimeoutError when an actor does not start, and ActorStopped when
+        the log writer's own start failed (its log says why); a failed start leaves
+        nothing running."""
         self._take_chat()
         try:
             self._make_run_dir()
@@ -239,6 +241,9 @@ class Supervisor:
             for name in self.placement.remote:
                 if not self.children[name].registered.wait(max(0.0, deadline - time.monotonic())):
                     raise TimeoutError(f"{self}: {name} did not join within {timeout} s")
+            # The log writer opens the folder (and takes writer.lock) in its own start, which
+            # may still run after it registered: an answer means the chat is open (R5).
+            self.node.ask("log_writer", schema.CountMessages(), timeout=max(1.0, deadline - time.monotonic()))
         except BaseException:
             self.stop()
             raise

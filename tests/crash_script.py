@@ -74,7 +74,16 @@ def ack(key: str, ids: list[int]) -> None:
 
 
 def run(chat_dir: Path, cut: tuple[str, str] | None = None) -> None:
-    ChatStore.CHECKPOINT_BYTES = CHECKPOINT_BYTES
+    """The conversation (resumed where the folder stops), with small index checkpoints;
+    ChatStore's own setting is put back after, so a test can call it in process."""
+    default, ChatStore.CHECKPOINT_BYTES = ChatStore.CHECKPOINT_BYTES, CHECKPOINT_BYTES
+    try:
+        _run(chat_dir, cut)
+    finally:
+        ChatStore.CHECKPOINT_BYTES = default
+
+
+def _run(chat_dir: Path, cut: tuple[str, str] | None) -> None:
     with Chat.open(chat_dir, create=True, budget=BUDGET, clock=FakeClock()) as chat:
         logged = {chat.store.message(i).key for i in range(chat.messages)}
         build_all(chat)

@@ -28,13 +28,16 @@ _GROUP = 5_000
 
 def make_chat(path: Path, count: int, seed: int = 7) -> None:
     """Write a chat of `count` messages with a fully built tree, fast (group commits)."""
+    from everchat.actors.chat import Chat
     from everchat.actors.memory import Budget, Planner, node_of, pair_of
+    from everchat.actors.planning import VIEW_VERSION
     from everchat.actors.store import ChatStore
 
     rng = random.Random(seed)
     words = ["amber", "zoom", "tree", "view", "path/to/file.py", "error", "42", "the", "log", "summary"]
     store = ChatStore.open(path, create=True)
     planner = Planner(Budget())
+    merges = 0
     try:
         done = 0
         while done < count:
@@ -54,6 +57,7 @@ def make_chat(path: Path, count: int, seed: int = 7) -> None:
                     store.append_nodes(nodes)
                     nodes = []
                     store.append_merge([pair_of(up) for up in step.merged], planner.messages, planner.view.shrinking)
+                    merges += 1
                 todo = list(step.started)
                 while todo:
                     key = todo.pop()
@@ -65,9 +69,14 @@ def make_chat(path: Path, count: int, seed: int = 7) -> None:
             store.append_nodes(nodes)
             done += group
             print(f"made {done} of {count} messages", file=sys.stderr, flush=True)
-        store.save_views(*planner.saved_views())
+        view, cview = planner.saved_views()
+        view.update(version=VIEW_VERSION, merges=merges)  # as Planning saves it (R24's count)
+        store.save_views(view, cview)
     finally:
         store.close()
+    # A chat's writer leaves the fold checkpoint (index/fold.json) behind, as every
+    # chat's first writer open does: later opens check the view from it.
+    Chat.open(path).close()
 
 
 def measure_open(path: Path, writer: bool = False) -> dict:
@@ -125,6 +134,17 @@ def main() -> None:
                           "target": 200}))
         print(json.dumps({"bench": "open", "figure": f"{role}_python_alloc_peak_mb",
                           "value": round(max(run["python_peak_mb"] for run in runs), 2)}))
+    # A reader of a chat whose fold checkpoint is gone (no writer opened it since) checks
+    # the view against every merge record: R24's cost without the checkpoint.
+    fold = path / "index" / "fold.json"
+    aside = fold.with_name("fold.json.bench-aside")
+    fold.rename(aside)
+    try:
+        done = subprocess.run([sys.executable, __file__, "--measure", str(path)], capture_output=True, text=True, check=True)
+    finally:
+        aside.rename(fold)
+    print(json.dumps({"bench": "open", "figure": "reader_open_without_fold_checkpoint_seconds",
+                      "value": round(json.loads(done.stdout)["seconds"], 4)}))
 
 
 if __name__ == "__main__":
