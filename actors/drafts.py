@@ -75,8 +75,6 @@ def recover_draft(store) -> list[int]:
 
     A draft that cannot be read (P2) is set aside in `damaged/` with a warning: it never
     keeps the chat from opening."""
-    from everchat.actors.turns import incomplete_text
-
     try:
         record = load_draft(store.path)
     except CorruptRecord as damage:
@@ -88,6 +86,9 @@ def recover_draft(store) -> list[int]:
         return []
     ids: list[int] = []
     if record["text"].strip():
+        # Imported only for a draft: the turn's modules cost an open ~1 s to load.
+        from everchat.actors.turns import incomplete_text
+
         meta = dict(record.get("meta") or {})
         why = meta.setdefault("incomplete", "crashed")
         before = store.message_count
