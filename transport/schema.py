@@ -39,7 +39,7 @@ from ._check import (MAX_DEPTH, bool_, bytes_, dict_, fields, float_, int_, ints
 from ._errors import BadFrame
 
 __all__ = [
-    "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types", "strategies",
+    "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types",
     "BLOCK", "DROP", "REFUSE", "MAX_FRAME", "MAX_DEPTH",
     "Append", "Appended", "AppendMany", "AppendedMany", "ReadMessage", "MessageRecord",
     "ReadNodes", "NodeTexts", "SaveNodes", "SaveMerge", "SaveViews", "Ack", "LoadState",
@@ -140,12 +140,6 @@ def unpack(data: bytes, limit: int) -> Any:
         raise
     except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:
         raise BadFrame(f"not msgpack: {type(exc).__name__}: {str(exc):.80}") from None
-
-
-def strategies() -> dict[type[Message], Any]:
-    """A hypothesis strategy per message type (imports hypothesis, a test dependency)."""
-    from ._strategies import message_strategies
-    return message_strategies()
 
 
 # ---- the log writer ----
