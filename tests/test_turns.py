@@ -91,8 +91,10 @@ class ScriptedIO:
         self.ops.append(("joined", final, len(items)))
         return items
 
-    def publish(self, event):
-        self.events.append(event)
+    def publish(self, event, **fields):
+        msg = getattr(schema, event)(**fields)
+        self.events.append(msg)
+        return msg
 
     def stopped(self):
         return self.stop_after is not None and self.streamed > self.stop_after
