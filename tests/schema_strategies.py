@@ -56,7 +56,7 @@ def for_annotation(hint: Any, where: str) -> st.SearchStrategy[Any]:
 
 
 def strategy_for(cls: type[schema.Message]) -> st.SearchStrategy[Any]:
-    hints = typing.get_type_hints(cls, vars(schema))
+    hints = typing.get_type_hints(cls, localns=vars(schema))  # each module's names, then schema's
     fields = {f.name: for_annotation(hints[f.name], f"{cls.__name__}.{f.name}") for f in dataclasses.fields(cls)}
     return st.builds(cls, **fields)
 
