@@ -164,6 +164,7 @@ class Actor(pykka.ThreadingActor):
             message.fail(K_UNHANDLED, f"{self} has no handler for {cls.type_name}")
             return None
         start = _perf()
+        answer = None   # sent after the counts: an asker never reads statistics without its ask
         try:
             result = handler(self, msg, message)
         except Exception as exc:
@@ -171,20 +172,22 @@ class Actor(pykka.ThreadingActor):
             if message._route is not None:
                 log.info("%s: %s from %s raised; the error goes back to the asker", self,
                          cls.type_name, message.sender, exc_info=True)
-                message.fail(type(exc).__name__, str(exc))
+                answer = ErrorReply(type(exc).__name__, str(exc))
             else:
                 log.error("%s: tell %s from %s raised", self, cls.type_name, message.sender, exc_info=True)
         else:
             if result is not None and message._route is not None:
                 if isinstance(result, Message):
-                    message.reply(result)
+                    answer = result
                 else:
                     recorder.errors += 1
                     log.error("%s: %s() returned %s, not a Message", self, cls.handler, type(result).__name__)
-                    message.fail(K_BAD_REPLY, f"{self}: {cls.handler}() returned {type(result).__name__}")
+                    answer = ErrorReply(K_BAD_REPLY, f"{self}: {cls.handler}() returned {type(result).__name__}")
         recorder.times.append(_perf() - start)
         recorder.handled += 1
         recorder.last_type = cls.type_name
+        if answer is not None:
+            message.reply(answer)
         return None
 
     def _actor_loop(self) -> None:   # pykka's thread body, wrapped to bind and unbind the node
