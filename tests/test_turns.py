@@ -343,6 +343,13 @@ def test_r35_zoom_one_returns_the_message_whole_with_its_images(tools):
     assert not outcome.is_error
 
 
+def test_r35_a_front_ends_zoom_names_the_images_without_reading_them(tools, monkeypatch):
+    """The CLI and /zoom print the text: the same zoom, with the image bytes left unread."""
+    monkeypatch.setattr(tools.reader, "asset", lambda digest: pytest.fail(f"read asset {digest}"))
+    outcome = tools.zoom(2, 1, images=False)
+    assert outcome.text == f"user: a picture\n[image {'a' * 64}]" and outcome.images == ()
+
+
 def test_r35_a_long_message_comes_in_pages(tools):
     first = tools.call("zoom", {"id": 3, "n": 1})
     assert first.text.endswith("(page 1 of 3: zoom(3, 1, page=2) for the rest)")
