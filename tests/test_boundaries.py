@@ -57,14 +57,14 @@ MODULES = _modules()
 
 def _top_level(tree: ast.Module) -> set[int]:
     """ids of the import nodes that run when the module is imported: outside every def
-    and class body (but inside `if` / `try` at the top, such as `if TYPE_CHECKING:`)."""
+    (inside `if` / `try` / `with` and class bodies at the top, such as `if TYPE_CHECKING:`)."""
     found: set[int] = set()
     todo: list[ast.AST] = list(tree.body)
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.add(id(node))
-        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.ClassDef, ast.ExceptHandler)):
             todo.extend(ast.iter_child_nodes(node))
     return found
 
