@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from everchat.actors.call_texts import RULER, TaskInfo, leaf_task, merge_task, read_task
 from everchat.actors.memory import LINE_LIMIT, cut_utf8, render_text
 from everchat.actors.models import (
     Connection,
@@ -72,13 +73,9 @@ COMPACTION_TIMEOUT = 600.0
 COMPACTION_MAX_TOKENS = 4096
 """Output room for one line (and any thinking before it)."""
 
-RULER = "-" * LINE_LIMIT
-"""R28: exactly 512 `-` characters, the length a line may have."""
-
 LIMIT_MARK = "[<- 512-byte limit]"
 """R29: shows where the limit fell in a follow-up."""
 
-_TASK_HEAD = "Compaction: "
 _STRAY_HEAD = re.compile(r"^\s*\d+\+\d+\|")
 _NO_TOOLS = "No tools in a compaction. Answer with the line alone."
 
@@ -128,33 +125,7 @@ def job_of(job: object) -> CompactionJob:
                          bool(getattr(job, "closing", True)))
 
 
-# --- the task texts (R28) -----------------------------------------------------------
-
-
-def leaf_task(first: int, text: str) -> str:
-    """R28, a leaf: names the message, asks for one line within 512 bytes, shows the ruler,
-    then the message's `kind: text` whole in `<input>`."""
-    return (
-        f"{_TASK_HEAD}write the line for message {first} ({first}+1).\n"
-        f"Compress the message in <input> into one line of at most {LINE_LIMIT} bytes of UTF-8. "
-        f"The ruler below is exactly {LINE_LIMIT} bytes; your line must not be longer:\n"
-        f"{RULER}\n<input>\n{text}\n</input>"
-    )
-
-
-def merge_task(first: int, count: int, left: str, right: str) -> str:
-    """R28, a merge: names both halves, says the context may hold their messages in more
-    detail, shows the ruler, then the two lines in `<input>`."""
-    half = count // 2
-    return (
-        f"{_TASK_HEAD}merge the lines {first}+{half} and {first + half}+{half} into one line for "
-        f"{first}+{count}.\n"
-        f"The <chat> above may hold their messages ({first} to {first + count - 1}) in more detail: use it to "
-        f"judge what matters, but compress only the two lines in <input>. "
-        f"Write one line of at most {LINE_LIMIT} bytes of UTF-8. "
-        f"The ruler below is exactly {LINE_LIMIT} bytes; your line must not be longer:\n"
-        f"{RULER}\n<input>\n{left}\n{right}\n</input>"
-    )
+# --- the task texts (R28; written in actors/call_texts.py) --------------------------
 
 
 def task_text(job: CompactionJob) -> str:
@@ -162,33 +133,6 @@ def task_text(job: CompactionJob) -> str:
         return leaf_task(job.first, job.input[0])
     left, right = job.input
     return merge_task(job.first, job.count, left, right)
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """What a task text asks: "leaf" or "merge", the node's name, the input lines."""
-
-    kind: str
-    name: str
-    input: tuple[str, ...]
-
-
-_TASK_NODE = re.compile(r"\((\d+)\+1\)\.\n|one line for (\d+\+\d+)\.\n")
-
-
-def read_task(text: str) -> TaskInfo | None:
-    """The task in `text` (a `leaf_task` or `merge_task`), or None. The demo model reads
-    its compactions with this."""
-    if not text.startswith(_TASK_HEAD) or not text.endswith("\n</input>"):
-        return None
-    begin = text.find(f"{RULER}\n<input>\n")
-    node = _TASK_NODE.search(text, 0, begin if begin >= 0 else len(text))
-    if begin < 0 or node is None:
-        return None
-    body = text[begin + len(RULER) + len("\n<input>\n"):-len("\n</input>")]
-    if node.group(1) is not None:
-        return TaskInfo("leaf", f"{node.group(1)}+1", (body,))
-    return TaskInfo("merge", node.group(2), tuple(body.split("\n", 1)))
 
 
 def follow_up(answer: str) -> str:

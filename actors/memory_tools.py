@@ -4,7 +4,9 @@
 `MemoryTools` runs over any `MemoryReader` (message count, messages, tree nodes, assets):
 the turn runner's and a session's asks to the log writer. The turn runner hands the
 model's tool calls to `call(name, arguments)`; front ends call `zoom`, `date` and
-`transcript`, which raise `ZoomError` with the same words.
+`transcript`, which raise `ZoomError` with the same words. This is R35's one
+implementation: the CLI's `zoom` and `date` (through `Planning.zoom`), the terminal's
+`/zoom` (through the session) and the model's tool all run it, so all say the same.
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ from typing import Any, Callable, Protocol
 
 from everchat.actors.memory import children, key_of, node_of, render_line
 from everchat.actors.models import ImageBlock
-from everchat.actors.planning import ZOOM_PAGE_BYTES, ZoomError
 
-__all__ = ["MemoryReader", "MemoryTools", "ToolOutcome", "ZoomError", "media_type"]
+__all__ = ["MemoryReader", "MemoryTools", "ToolOutcome", "ZoomError", "ZOOM_PAGE_BYTES", "media_type"]
+
+ZOOM_PAGE_BYTES = 16_000
+"""R35: `zoom(id, 1)` returns a message in pages of 16,000 bytes."""
+
+
+class ZoomError(ValueError):
+    """A `zoom` or `date` call with arguments that name no line (R35)."""
 
 
 def media_type(data: bytes) -> str:
@@ -103,9 +111,11 @@ class MemoryTools:
 
     # the same as plain methods, raising ZoomError (the session's zoom and date)
 
-    def zoom(self, first: Any, count: Any = 1, page: Any = 1) -> ToolOutcome:
+    def zoom(self, first: Any, count: Any = 1, page: Any = 1, *, images: bool = True) -> ToolOutcome:
         """R35: zoom(id, n >= 2) gives the two child lines (R14, placeholder when unbuilt);
-        zoom(id, 1) gives `kind: text` whole with its images, in pages of 16,000 bytes."""
+        zoom(id, 1) gives `kind: text` whole with its images, in pages of 16,000 bytes.
+        `images=False` leaves the image bytes unread (the text names them all the same):
+        a front end that prints the text has no use for them."""
         if not _whole(first):
             raise ZoomError(f"id must be a whole number, not {first!r}.")
         if not _whole(count):
@@ -119,7 +129,7 @@ class MemoryTools:
         if first < 0 or first % count:
             raise ZoomError(f"{line} id must be a multiple of n, at least 0.")
         if first + count > messages:
-            raise ZoomError(f"{line} The chat has {messages} messages (ids 0 to {messages - 1}).")
+            raise ZoomError(f"{line} The chat has {_held(messages)}.")
         if count >= 2:
             if page != 1:
                 raise ZoomError(f"Line {first}+{count} has one page, not page {page}.")
@@ -134,16 +144,16 @@ class MemoryTools:
             plural = "s" if len(pages) > 1 else ""
             raise ZoomError(f"Message {first} has {len(pages)} page{plural}, not page {page}.")
         text = pages[page - 1]
-        images: list[ImageBlock] = []
+        blocks: list[ImageBlock] = []
         digests = tuple(record.images)
         if digests:
             text += "\n" + "\n".join(f"[image {digest}]" for digest in digests)
-            for digest in digests:
+            for digest in digests if images else ():
                 data = self.reader.asset(digest)
-                images.append(ImageBlock(data, media_type(data)))
+                blocks.append(ImageBlock(data, media_type(data)))
         if page < len(pages):
             text += f"\n(page {page} of {len(pages)}: zoom({first}, 1, page={page + 1}) for the rest)"
-        return ToolOutcome(text, images=tuple(images), digests=digests)
+        return ToolOutcome(text, images=tuple(blocks), digests=digests)
 
     def _node(self, key: int) -> str | None:
         return self.reader.node(*node_of(key))
@@ -154,7 +164,7 @@ class MemoryTools:
             raise ZoomError(f"id must be a whole number, not {message!r}.")
         messages = self.reader.count()
         if not 0 <= message < messages:
-            raise ZoomError(f"No message {message}: the chat has {messages} messages (ids 0 to {messages - 1}).")
+            raise ZoomError(f"No message {message}: the chat has {_held(messages)}.")
         return self.reader.message(message).date
 
     def transcript(self, agent: Any, page: Any = 1) -> str:
@@ -168,6 +178,15 @@ class MemoryTools:
         return self.agents(agent, page)
 
 
+def _held(messages: int) -> str:
+    """What a chat of `messages` messages holds, for the errors: "6 messages (ids 0 to 5)"."""
+    if messages == 0:
+        return "no messages yet"
+    if messages == 1:
+        return "1 message (id 0)"
+    return f"{messages} messages (ids 0 to {messages - 1})"
+
+
 def _pages(text: str) -> list[str]:
     """R35: a message's line in pages of at most 16,000 bytes, cut between characters."""
     body = text.encode()
@@ -176,7 +195,7 @@ def _pages(text: str) -> list[str]:
     while True:
         stop = min(len(body), begin + ZOOM_PAGE_BYTES)
         while stop < len(body) and (body[stop] & 0xC0) == 0x80:
-            stop -= 1
+            stop -= 1  # never cut inside a character
         pages.append(body[begin:stop].decode())
         if stop >= len(body):
             return pages

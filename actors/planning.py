@@ -29,6 +29,7 @@ from everchat.actors.memory import (
     start,
 )
 from everchat.actors.memory import children as _children
+from everchat.actors.memory_tools import ZOOM_PAGE_BYTES, MemoryTools, ZoomError
 from everchat.actors.store import BadInput, CorruptRecord
 from everchat.actors.view_check import check_saved_view, check_view_shape
 
@@ -38,9 +39,6 @@ __all__ = ["Planning", "ZoomError", "ZOOM_PAGE_BYTES", "VIEW_VERSION", "records_
 
 UNSETTLED_MARK = "(not summarized yet, first 512 bytes) "
 """R36: how an unbuilt line reads when a turn stopped waiting for it."""
-
-ZOOM_PAGE_BYTES = 16_000
-"""R35: `zoom(id, 1)` returns a message in pages of 16,000 bytes."""
 
 
 VIEW_VERSION = 2
@@ -62,10 +60,6 @@ def records_after(store, view: dict | None) -> tuple[int, list]:
         raise CorruptRecord(str(Path(store.path) / "view.json"), 0,
                             f"it folds {first!r} merge records, the chat has {store.merge_count} (R24)")
     return first, store.merge_records(first=first)
-
-
-class ZoomError(ValueError):
-    """A `zoom` or `date` call with arguments that name no line (R35)."""
 
 
 class Planning:
@@ -259,37 +253,13 @@ class Planning:
         return "<chat>\n" + "".join(line + "\n" for line in self.view_lines(fallback)) + "</chat>"
 
     def zoom(self, first: int, count: int, page: int = 1) -> str:
-        """R35: a line's two halves (count >= 2), or a message whole (count = 1), paged."""
-        messages = self.planner.messages
-        if (
-            not isinstance(first, int)
-            or not isinstance(count, int)
-            or count < 1
-            or count & (count - 1)
-            or first < 0
-            or first % count
-            or first + count > messages
-        ):
-            raise ZoomError(f"No line {first}+{count}.")
-        if count >= 2:
-            up = key_of(count.bit_length() - 1, first // count)
-            return "\n".join(render_line(half, self.node_text(half)) for half in _children(up))
-        record = self.store.message(first)
-        pages = _pages(f"{record.kind}: {record.text}")
-        if not isinstance(page, int) or not 1 <= page <= len(pages):
-            plural = "s" if len(pages) > 1 else ""
-            raise ZoomError(f"Message {first} has {len(pages)} page{plural}, not page {page}.")
-        chunk = pages[page - 1]
-        if record.images:
-            chunk += "\n" + "\n".join(f"[image {digest}]" for digest in record.images)
-        if page < len(pages):
-            chunk += f"\n(page {page} of {len(pages)}: zoom({first}, 1, page={page + 1}) for the rest)"
-        return chunk
+        """R35: a line's two halves (count >= 2), or a message whole (count = 1), paged:
+        `MemoryTools.zoom`, the model's own tool, so the CLI says what the model reads."""
+        return MemoryTools(_Reader(self)).zoom(first, count, page, images=False).text
 
     def date(self, message: int) -> str:
-        if not isinstance(message, int) or not 0 <= message < self.planner.messages:
-            raise ZoomError(f"No message {message}.")
-        return self.store.message(message).date
+        """R35: the local date and time message `message` was logged (`MemoryTools.date`)."""
+        return MemoryTools(_Reader(self)).date(message)
 
     def status(self) -> dict:
         planner = self.planner
@@ -319,16 +289,21 @@ class Planning:
             raise PermissionError("this chat was opened read-only")
 
 
-def _pages(text: str) -> list[str]:
-    """R35: a message's line in pages of at most 16,000 bytes, cut between characters."""
-    body = text.encode()
-    pages = []
-    begin = 0
-    while True:
-        stop = min(len(body), begin + ZOOM_PAGE_BYTES)
-        while stop < len(body) and (body[stop] & 0xC0) == 0x80:
-            stop -= 1  # never cut inside a character
-        pages.append(body[begin:stop].decode())
-        if stop >= len(body):
-            return pages
-        begin = stop
+class _Reader:
+    """`MemoryReader` over a `Planning`: the planner's count and built texts, the store's
+    messages and assets."""
+
+    def __init__(self, planning: Planning) -> None:
+        self.planning = planning
+
+    def count(self) -> int:
+        return self.planning.planner.messages
+
+    def message(self, i: int):
+        return self.planning.store.message(i)
+
+    def node(self, l: int, i: int) -> str | None:  # noqa: E741
+        return self.planning.node_text(key_of(l, i))
+
+    def asset(self, digest: str) -> bytes:
+        return self.planning.store.asset(digest)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from everchat.actors.call_texts import TURN_OPENING, split_turn, turn_text
 from everchat.actors.models import TextBlock, ToolSpec
 
 __all__ = [
@@ -164,9 +165,6 @@ class Prompt:
         return cls(system_prompt(instructions, devices=devices), memory_tools() + tuple(extra_tools))
 
 
-TURN_OPENING = "[turn]"
-
-
 def turn_header(now: datetime, computers: Sequence[str] | None = None) -> str:
     """R36: says this call is a turn, and carries the per-turn state: the local date and
     time, and (when device tools exist) the computers joined now. No blank line inside."""
@@ -181,19 +179,6 @@ def turn_header(now: datetime, computers: Sequence[str] | None = None) -> str:
     if computers is not None:
         lines.append("Computers joined now: " + (", ".join(computers) if computers else "none"))
     return "\n".join(lines)
-
-
-def turn_text(header: str, message: str) -> str:
-    """The last block of a turn's first request: the header, a blank line, the message."""
-    return f"{header}\n\n{message}"
-
-
-def split_turn(text: str) -> tuple[str, str] | None:
-    """(header, message) of a `turn_text`, or None when `text` is not one."""
-    if not text.startswith(TURN_OPENING):
-        return None
-    header, _, message = text.partition("\n\n")
-    return header, message
 
 
 BLOCK_LINES = 4

@@ -340,8 +340,10 @@ class _ShellIO:
                 actor._inputs = {}
         return items
 
-    def publish(self, event: schema.Message) -> None:
-        self.node.publish("turn", event)
+    def publish(self, event: str, **fields) -> schema.Message:
+        msg = getattr(schema, event)(**fields)
+        self.node.publish("turn", msg)
+        return msg
 
     def stopped(self) -> bool:
         return self.actor._halt.is_set()

@@ -61,7 +61,6 @@ from everchat.actors.models import (
 )
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
 from everchat.actors.usage import Tally
-from everchat.transport import schema
 
 __all__ = [
     "DRAFT_SECONDS",
@@ -111,6 +110,14 @@ class Input:
     images: tuple[str, ...] = ()
 
 
+class Settled(Protocol):
+    """What `TurnIO.settle` gives (the transport's `SettledView`): the view's text, and how
+    many of its lines were not summarized when it stopped waiting."""
+
+    text: str
+    unbuilt: int
+
+
 class TurnIO(Protocol):
     """What a turn does outside itself; the actor shell implements it with asks.
 
@@ -123,10 +130,14 @@ class TurnIO(Protocol):
     - `tool(name, arguments)`: run a tool; `image(digest)`: a stored image as a block.
     - `joined(final)`: messages logged since the last call; with `final`, if there are
       none, the turn is over (atomically: later input starts a fresh turn).
-    - `publish(event)`, `stopped()`, `now()` (local time, for the header), `clock()`.
+    - `publish(event, **fields)`: the turn event of that type name (`TurnStarted`,
+      `TurnText` … `TurnEnded`, `Notice`; the transport's schema) with those fields, sent
+      to the front ends; returns it. The core names its events and never builds them: a
+      pure core imports nothing of the transport (tests/test_boundaries.py).
+    - `stopped()`, `now()` (local time, for the header), `clock()`.
     """
 
-    def settle(self) -> schema.SettledView: ...
+    def settle(self) -> Settled: ...
 
     def begin(self) -> Input: ...
 
@@ -142,7 +153,7 @@ class TurnIO(Protocol):
 
     def joined(self, final: bool) -> list[Input]: ...
 
-    def publish(self, event: schema.Message) -> None: ...
+    def publish(self, event: str, **fields: Any) -> Any: ...
 
     def stopped(self) -> bool: ...
 
@@ -205,20 +216,20 @@ class TurnRunner:
                        messages=(*head, marked), cache_system=True, max_tokens=self.max_tokens,
                        effort=self.effort, timeout=self.timeout, label="turn")
 
-    def run(self, io: TurnIO) -> schema.TurnEnded:
+    def run(self, io: TurnIO) -> Any:
         """One whole turn (R36, R37): settle, log m, the tool loop. Returns its end event
         (also published)."""
         settled = io.settle()
         message = io.begin()
         turn = message.ids[0]
         seq = _Keys(turn)
-        io.publish(schema.TurnStarted(turn=turn))
+        io.publish("TurnStarted", turn=turn)
         if settled.unbuilt:
-            io.publish(schema.Notice("warning", f"{settled.unbuilt} line(s) of the view were not summarized "
-                                                f"in time; the turn shows their messages cut to {LINE_LIMIT} bytes."))
+            io.publish("Notice", level="warning", text=f"{settled.unbuilt} line(s) of the view were not summarized "
+                       f"in time; the turn shows their messages cut to {LINE_LIMIT} bytes.")
         early = [(later, [io.image(d) for d in later.images]) for later in io.joined(final=False)]
         for later, _ in early:
-            io.publish(schema.TurnJoined(turn=turn, message=later.ids[0]))
+            io.publish("TurnJoined", turn=turn, message=later.ids[0])
         header = turn_header(io.now(), self.computers)
         first = self.first_message(settled.text, header, message, [io.image(d) for d in message.images], early)
         messages = [first]
@@ -239,7 +250,7 @@ class TurnRunner:
                 return self._end(io, turn, "done", call.incomplete, "", seq)
             blocks: list = list(results)
             for each in later:
-                io.publish(schema.TurnJoined(turn=turn, message=each.ids[0]))
+                io.publish("TurnJoined", turn=turn, message=each.ids[0])
                 blocks += _joined_blocks(each, [io.image(d) for d in each.images])
             messages.append(Message("assistant", tuple(call.blocks) or (TextBlock("(no reply)"),)))
             messages.append(Message("user", tuple(blocks)))
@@ -259,7 +270,7 @@ class TurnRunner:
             nonlocal thinking, signature
             if thinking or signature:
                 call.blocks.append(ThinkingBlock("".join(thinking), signature))
-                io.publish(schema.TurnThinkingDone(turn=turn))
+                io.publish("TurnThinkingDone", turn=turn)
             thinking, signature = [], ""
 
         def flush_text(why: str = "") -> None:
@@ -293,13 +304,13 @@ class TurnRunner:
                         # Saved before it is shown: what the person saw survives a crash.
                         io.save_draft(key, "".join(text), {"turn": turn, "incomplete": "crashed"})
                         last_draft, drafted = now, True
-                    io.publish(schema.TurnText(turn=turn, text=event.text))
+                    io.publish("TurnText", turn=turn, text=event.text)
                 elif isinstance(event, ThinkingDelta):
                     if text:
                         flush_text()
                     if event.text:
                         thinking.append(event.text)
-                        io.publish(schema.TurnThinking(turn=turn, text=event.text))
+                        io.publish("TurnThinking", turn=turn, text=event.text)
                     if event.signature:
                         signature = event.signature
                 elif isinstance(event, ToolCall):
@@ -307,8 +318,8 @@ class TurnRunner:
                     flush_text()
                     arguments = json.dumps(dict(event.input), ensure_ascii=False, sort_keys=True)
                     io.log("tool", f"{event.name} {arguments}", seq.next(), meta={"turn": turn, "call": event.id})
-                    io.publish(schema.TurnToolCall(turn=turn, call_id=event.id, name=event.name,
-                                                   arguments_json=arguments))
+                    io.publish("TurnToolCall", turn=turn, call_id=event.id, name=event.name,
+                               arguments_json=arguments)
                     call.calls.append(event)
                     call.blocks.append(ToolUseBlock(event.id, event.name, dict(event.input)))
                 elif isinstance(event, Usage):
@@ -342,13 +353,13 @@ class TurnRunner:
         if outcome.is_error:
             meta["error"] = True
         io.log("echo", outcome.text or "(empty)", seq.next(), images=outcome.digests, meta=meta)
-        io.publish(schema.TurnToolResult(turn=turn, call_id=tool_call.id, name=tool_call.name,
-                                         is_error=outcome.is_error, preview=outcome.text[:PREVIEW_CHARS]))
+        io.publish("TurnToolResult", turn=turn, call_id=tool_call.id, name=tool_call.name,
+                   is_error=outcome.is_error, preview=outcome.text[:PREVIEW_CHARS])
         content = (TextBlock(outcome.text or "(empty)"), *outcome.images)
         return ToolResultBlock(tool_call.id, content, outcome.is_error)
 
     def _end(self, io: TurnIO, turn: int, reason: str, incomplete: bool, detail: str, seq: "_Keys",
-             unrun: Sequence[ToolCall] = ()) -> schema.TurnEnded:
+             unrun: Sequence[ToolCall] = ()) -> Any:
         for tool_call in unrun:
             # A call logged as `tool` always gets its `echo`, so the log reads whole.
             io.log("echo", "(not run: the turn ended before it)", seq.next(),
@@ -357,9 +368,7 @@ class TurnRunner:
             # Messages typed meanwhile stay logged (the next turn's view holds them); a
             # turn that ends so takes in nothing more.
             io.joined(final=True)
-        ended = schema.TurnEnded(turn=turn, reason=reason, incomplete=incomplete, detail=detail)
-        io.publish(ended)
-        return ended
+        return io.publish("TurnEnded", turn=turn, reason=reason, incomplete=incomplete, detail=detail)
 
 
 def _joined_blocks(message: Input, images: Sequence[ImageBlock]) -> list:

@@ -44,6 +44,8 @@ from everchat.actors.supervisor import NodeAgent, Placement, Supervisor, Supervi
 from everchat.transport import Actor, AskTimeout, BadFrame, Node, RemoteError, schema
 from everchat.transport import _wire as wire
 
+from schema_strategies import message_strategies
+
 BUDGET = Budget(ceiling=4000, floor=2000, cceiling=1500, cfloor=800, jobs=2)
 PLACEMENT = Placement("processes", workers=2, summarizer="scripted")
 PROCESSES = ["supervisor"] + actor_names(PLACEMENT)      # every actor has a process of its own
@@ -53,7 +55,7 @@ SYNC = ("dropped_bad", "dropped_late")          # bumped by the gateway thread: 
 COUNTED = ("dropped_bad", "dropped_late", "errors")
 FAR = 4e9                                        # a deadline nobody reaches (wall clock, 2096)
 TYPES = sorted(schema.types())
-STRATEGIES = {cls.type_name: strategy for cls, strategy in schema.strategies().items()}
+STRATEGIES = {cls.type_name: strategy for cls, strategy in message_strategies().items()}
 
 
 def _text(n: int) -> str:

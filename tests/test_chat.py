@@ -140,13 +140,34 @@ def test_r35_zoom_returns_the_two_halves_and_messages_whole(folder):
         assert chat.zoom(2, 2) == "2+1|the third message, summarized\n3+1|user: fourth"
 
 
-@pytest.mark.parametrize("first, count", [(6, 4), (1, 2), (0, 3), (0, 0), (-1, 1), (4, 1), (0, 8)])
-def test_r35_zoom_of_a_line_that_does_not_exist_is_a_clear_error(folder, first, count):
+@pytest.mark.parametrize("first, count, words", [
+    (6, 4, "No line 6+4. id must be a multiple of n, at least 0."),
+    (1, 2, "No line 1+2. id must be a multiple of n, at least 0."),
+    (0, 3, "No line 0+3. n must be a power of two: 1, 2, 4, 8 …"),
+    (0, 0, "No line 0+0. n must be a power of two: 1, 2, 4, 8 …"),
+    (-1, 1, "No line -1+1. id must be a multiple of n, at least 0."),
+    (4, 1, "No line 4+1. The chat has 4 messages (ids 0 to 3)."),
+    (0, 8, "No line 0+8. The chat has 4 messages (ids 0 to 3)."),
+])
+def test_r35_zoom_of_a_line_that_does_not_exist_is_a_clear_error(folder, first, count, words):
+    """The words are the model's tool's (`MemoryTools`): one zoom for the CLI, /zoom and the model."""
     with Chat.open(folder, create=True) as chat:
         for n in range(4):
             chat.add("user", f"message {n}")
-        with pytest.raises(ZoomError, match=rf"^No line {first}\+{count}\.$"):
+        with pytest.raises(ZoomError) as error:
             chat.zoom(first, count)
+        assert str(error.value) == words
+
+
+def test_r35_date_of_a_message_that_does_not_exist_names_the_ids_there_are(folder):
+    with Chat.open(folder, create=True) as chat:
+        with pytest.raises(ZoomError) as error:
+            chat.date(0)
+        assert str(error.value) == "No message 0: the chat has no messages yet."
+        chat.add("user", "only one")
+        with pytest.raises(ZoomError) as error:
+            chat.date(1)
+        assert str(error.value) == "No message 1: the chat has 1 message (id 0)."
 
 
 def test_r35_a_long_message_is_zoomed_in_pages_of_16000_bytes(folder):
@@ -175,7 +196,7 @@ def test_the_cli_reads_a_chat_without_the_lock(folder, capsys):
         assert main(["status", "--data-dir", str(folder)]) == 0
         assert json.loads(capsys.readouterr().out)["messages"] == 1
         assert main(["zoom", "0", "2", "--data-dir", str(folder)]) == 2  # wrong arguments (issue 5)
-        assert "No line 0+2." in capsys.readouterr().err
+        assert "No line 0+2. The chat has 1 message (id 0)." in capsys.readouterr().err
         assert main(["check", "--data-dir", str(folder)]) == 0
     empty = folder.parent / "empty"
     empty.mkdir()

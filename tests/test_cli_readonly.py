@@ -91,10 +91,10 @@ def test_r5_read_only_commands_work_while_the_chat_is_open_and_change_no_byte(se
 
 
 @pytest.mark.parametrize("args, words", [
-    (["zoom", "6", "4"], "No line 6+4."),
-    (["zoom", "0", "3"], "No line 0+3."),
-    (["zoom", "32+16"], "No line 32+16."),
-    (["zoom", "40"], "No line 40+1."),
+    (["zoom", "6", "4"], "No line 6+4. id must be a multiple of n, at least 0."),
+    (["zoom", "0", "3"], "No line 0+3. n must be a power of two: 1, 2, 4, 8 …"),
+    (["zoom", "32+16"], "No line 32+16. The chat has 40 messages (ids 0 to 39)."),
+    (["zoom", "40"], "No line 40+1. The chat has 40 messages (ids 0 to 39)."),
     (["zoom", "0", "1", "--page", "2"], "Message 0 has 1 page, not page 2."),
     (["zoom", "0", "2", "--page", "2"], "--page pages a whole message (N = 1); zoom 0+2 shows two lines"),
     (["zoom", "8+8", "--page", "3"], "zoom 8+8 shows two lines and has no pages"),
@@ -103,7 +103,7 @@ def test_r5_read_only_commands_work_while_the_chat_is_open_and_change_no_byte(se
     (["zoom", "Scout", "2"], "names an agent's transcript; it takes no N"),
     (["zoom", "4+4", "4"], "already names its line"),
     (["zoom", "-1"], "ID is a message id (0 or more), not -1"),
-    (["date", "99"], "No message 99."),
+    (["date", "99"], "No message 99: the chat has 40 messages (ids 0 to 39)."),
     (["date", "today"], "not 'today'"),
     (["zoom"], "the following arguments are required: id"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),

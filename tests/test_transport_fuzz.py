@@ -22,10 +22,12 @@ from everchat.transport import Actor, BadFrame, Node, schema
 from everchat.transport import _wire as wire
 from everchat.transport.schema import Ping, Pong
 
+from schema_strategies import message_strategies
+
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
 TYPES = sorted(schema.types())
-MESSAGES = st.one_of(*schema.strategies().values())
+MESSAGES = st.one_of(*message_strategies().values())
 
 
 class Keeper(Actor):

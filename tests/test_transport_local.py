@@ -345,6 +345,29 @@ def test_statistics_report_each_running_actor_with_its_place(node, seen):
     assert type(entry).from_dict(schema.decode(schema.encode(reply)).actors[0]) == entry
 
 
+@pytest.mark.parametrize("payload", [b"x", b"boom"])
+def test_an_ask_is_counted_before_its_reply_leaves(node, seen, monkeypatch, payload):
+    """An asker that reads the statistics right after its reply finds its ask counted
+    (handled, and errors for a handler that raised): the counts come before the reply.
+    Checked at the moment the reply is handed over, so the test does not race."""
+    from everchat.transport import _mailbox
+
+    at_reply = []
+    hand_over = _mailbox.Slot.set
+
+    def counting(slot, value):
+        at_reply.append((stats(node, "probe").handled, stats(node, "probe").errors))
+        hand_over(slot, value)
+
+    monkeypatch.setattr(_mailbox.Slot, "set", counting)
+    node.host("probe", Probe, seen)
+    try:
+        node.ask("probe", Ping(payload), 5.0)
+    except RemoteError:
+        pass
+    assert at_reply == [(1, 1 if payload == b"boom" else 0)]
+
+
 def test_reprs_name_the_actor_the_process_and_the_host(node, seen):
     ref = node.host("probe", Probe, seen)
     where = f"(pid {os.getpid()} on {socket.gethostname()})"

@@ -1,9 +1,9 @@
 """The message schema: every type round-trips, and anything else is a BadFrame with a reason.
 
-Round trips use one hypothesis strategy per type (`schema.strategies()`, built from the
-field annotations). The rejection tests feed `decode` each kind of wrong frame the issue
-names: not msgpack, unknown type, wrong field types, fields missing or extra, huge lengths,
-truncation, oversize.
+Round trips use one hypothesis strategy per type (`message_strategies()` from
+tests/schema_strategies.py, built from the field annotations). The rejection tests feed
+`decode` each kind of wrong frame the issue names: not msgpack, unknown type, wrong field
+types, fields missing or extra, huge lengths, truncation, oversize.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from everchat.transport import BadFrame, schema
 from everchat.transport import _wire as wire
 
-STRATEGIES = schema.strategies()
+from schema_strategies import message_strategies
+
+STRATEGIES = message_strategies()
 TYPES = sorted(schema.types().values(), key=lambda cls: cls.type_name)
 
 

@@ -91,8 +91,10 @@ class ScriptedIO:
         self.ops.append(("joined", final, len(items)))
         return items
 
-    def publish(self, event):
-        self.events.append(event)
+    def publish(self, event, **fields):
+        msg = getattr(schema, event)(**fields)
+        self.events.append(msg)
+        return msg
 
     def stopped(self):
         return self.stop_after is not None and self.streamed > self.stop_after
@@ -339,6 +341,13 @@ def test_r35_zoom_one_returns_the_message_whole_with_its_images(tools):
     assert outcome.text == f"user: a picture\n[image {'a' * 64}]"
     assert outcome.digests == ("a" * 64,) and outcome.images[0].media_type == "image/png"
     assert not outcome.is_error
+
+
+def test_r35_a_front_ends_zoom_names_the_images_without_reading_them(tools, monkeypatch):
+    """The CLI and /zoom print the text: the same zoom, with the image bytes left unread."""
+    monkeypatch.setattr(tools.reader, "asset", lambda digest: pytest.fail(f"read asset {digest}"))
+    outcome = tools.zoom(2, 1, images=False)
+    assert outcome.text == f"user: a picture\n[image {'a' * 64}]" and outcome.images == ()
 
 
 def test_r35_a_long_message_comes_in_pages(tools):

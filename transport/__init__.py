@@ -20,10 +20,11 @@ the exceptions and the wire format.
 """
 
 from . import schema
-from ._actor import Actor, Delivery
+from ._actor import Actor
 from ._errors import (ActorStopped, AskTimeout, BadFrame, PeerLost, Refused, RemoteError,
                       TransportError)
 from ._keys import KeyPair, KeyStore
+from ._mailbox import Delivery
 from ._node import Node
 from ._stats import MailboxStats
 from ._wire import parse_address

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pykka
 
 from ._errors import ActorStopped, BadFrame, Refused, RemoteError
-from ._mailbox import MISSED, Inbox, Mailbox
+from ._mailbox import MISSED, Delivery, Inbox
 from .schema import ErrorReply, Message
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ._node import Node
+    from ._ports import Host
 
-__all__ = ["Actor", "Delivery", "Slot", "unwrap", "hosting",
+__all__ = ["Actor", "unwrap", "hosting",
            "K_REFUSED", "K_STOPPED", "K_BAD", "K_UNHANDLED", "K_BAD_REPLY"]
 
 log = logging.getLogger("everchat.transport")
@@ -62,90 +62,6 @@ def unwrap(reply: Message) -> Message:
     if kind == K_BAD:
         raise BadFrame(text)
     raise RemoteError(kind, text)
-
-
-class Slot:
-    """Where a same-process ask waits for its reply: a lock the replier releases."""
-
-    __slots__ = ("_lock", "value")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-        self.value: Message | None = None
-
-    def set(self, value: Message) -> None:
-        self.value = value
-        self._lock.release()
-
-    def wait(self, timeout: float) -> bool:
-        return self._lock.acquire(True, timeout)
-
-
-class Delivery:
-    """One message as a handler receives it.
-
-    msg: the message; sender: the sending actor's name (a node's name when the sender was
-    no actor); deadline: for an ask, the time.monotonic() after which the asker no longer
-    waits (None for tells and events); request_id: the ask's id (None otherwise); topic: the
-    event's topic (None unless it came through publish).
-    """
-
-    __slots__ = ("msg", "sender", "deadline", "request_id", "topic", "_route", "_mailbox")
-    reply_to = None      # a Delivery is its own pykka envelope: no Envelope per message
-
-    @property
-    def message(self) -> Delivery:
-        return self
-
-    def __init__(self, msg: Message, sender: str, deadline: float | None, request_id: int | None,
-                 route: Any, mailbox: Mailbox, topic: str | None = None) -> None:
-        self.msg = msg
-        self.sender = sender
-        self.deadline = deadline
-        self.request_id = request_id
-        self.topic = topic
-        self._route = route        # None (tell), a Slot (same process) or a routing id (bytes)
-        self._mailbox = mailbox
-
-    def __repr__(self) -> str:
-        kind = "ask" if self._route is not None else "event" if self.topic else "tell"
-        return (f"<Delivery {kind} {self.msg.type_name} from {self.sender} to "
-                f"{self._mailbox.ident} id={self.request_id}>")
-
-    @property
-    def is_ask(self) -> bool:
-        return self._route is not None
-
-    def reply(self, msg: Message) -> bool:
-        """Answer the ask, once, from any thread. Returns False (and sends nothing) for a
-        tell, a second answer, or an answer after the deadline (counted as dropped_late);
-        also when the asker's process is known to be gone (its connection dropped: the
-        reply could not leave, counted as an error of the gateway). True does not promise
-        arrival: a process may die while the reply travels. A handler that hands out
-        something to whoever asked (a job) puts it back when this returns False."""
-        mailbox = self._mailbox
-        try:
-            mailbox.unanswered.remove(self)
-        except KeyError:
-            return False
-        if self.deadline is not None and _monotonic() > self.deadline:
-            mailbox.recorder.dropped_late += 1
-            log.info("%s: reply %s to %s dropped: the asker stopped waiting %.1f ms ago",
-                     mailbox.ident, msg.type_name, self.sender, (_monotonic() - self.deadline) * 1000)
-            return False
-        route = self._route
-        if route.__class__ is Slot:
-            route.set(msg)
-            return True
-        return mailbox.node._send_reply(route, self.request_id, msg)
-
-    def fail(self, kind: str, text: str) -> bool:
-        """Answer the ask with an error: the asker's `ask` raises RemoteError(kind, text)."""
-        return self.reply(ErrorReply(kind, text))
-
-    def _abandon(self) -> None:
-        self._mailbox.unanswered.discard(self)
 
 
 class _Ref(pykka.ActorRef):
@@ -183,7 +99,7 @@ class Actor(pykka.ThreadingActor):
     """
 
     mailbox_size: ClassVar[int] = 1000
-    node: Node | None
+    node: Host | None
     name: str
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -248,6 +164,7 @@ class Actor(pykka.ThreadingActor):
             message.fail(K_UNHANDLED, f"{self} has no handler for {cls.type_name}")
             return None
         start = _perf()
+        answer = None   # sent after the counts: an asker never reads statistics without its ask
         try:
             result = handler(self, msg, message)
         except Exception as exc:
@@ -255,20 +172,22 @@ class Actor(pykka.ThreadingActor):
             if message._route is not None:
                 log.info("%s: %s from %s raised; the error goes back to the asker", self,
                          cls.type_name, message.sender, exc_info=True)
-                message.fail(type(exc).__name__, str(exc))
+                answer = ErrorReply(type(exc).__name__, str(exc))
             else:
                 log.error("%s: tell %s from %s raised", self, cls.type_name, message.sender, exc_info=True)
         else:
             if result is not None and message._route is not None:
                 if isinstance(result, Message):
-                    message.reply(result)
+                    answer = result
                 else:
                     recorder.errors += 1
                     log.error("%s: %s() returned %s, not a Message", self, cls.handler, type(result).__name__)
-                    message.fail(K_BAD_REPLY, f"{self}: {cls.handler}() returned {type(result).__name__}")
+                    answer = ErrorReply(K_BAD_REPLY, f"{self}: {cls.handler}() returned {type(result).__name__}")
         recorder.times.append(_perf() - start)
         recorder.handled += 1
         recorder.last_type = cls.type_name
+        if answer is not None:
+            message.reply(answer)
         return None
 
     def _actor_loop(self) -> None:   # pykka's thread body, wrapped to bind and unbind the node

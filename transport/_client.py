@@ -29,7 +29,7 @@ from ._wire import FLUSH, NOBLOCK, REPLY, Address, parse_reply, readable, reques
 from .schema import BLOCK, DROP
 
 if TYPE_CHECKING:
-    from ._node import Node
+    from ._ports import Dialer
 
 __all__ = ["Client", "SLICE"]
 
@@ -47,7 +47,7 @@ _unpackb = msgpack.unpackb
 class Client:
     """A DEALER to `address` for the calling thread only (see the module docstring)."""
 
-    def __init__(self, node: Node, address: Address) -> None:
+    def __init__(self, node: Dialer, address: Address) -> None:
         self.node = node
         self.address = address
         self.owner = threading.get_ident()

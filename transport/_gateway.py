@@ -36,16 +36,16 @@ from typing import TYPE_CHECKING
 import zmq
 from zmq.backend import zmq_poll
 
-from ._actor import K_BAD, K_REFUSED, K_STOPPED, Delivery
+from ._actor import K_BAD, K_REFUSED, K_STOPPED
 from ._errors import BadFrame
 from ._keys import ZAP_DOMAIN, ZAP_ENDPOINT, ZapHandler, own_uid
-from ._mailbox import QUEUED, Mailbox
+from ._mailbox import QUEUED, Delivery, Mailbox
 from ._wire import (ASK, FLUSH, NOBLOCK, POLLIN, event_frame, parse_event, parse_request, readable,
                     recv_frames, reply_frame, send_frames, tcp_address, topic_frame, tune)
 from .schema import BLOCK, DROP, Ack, ErrorReply, from_obj
 
 if TYPE_CHECKING:
-    from ._node import Node
+    from ._ports import GatewayHost
 
 __all__ = ["Gateway", "OP_WAKE", "OP_PUBLISH", "OP_CONNECT", "OP_SUBSCRIBE", "OP_QUIT"]
 
@@ -58,7 +58,7 @@ BATCH = 64      # frames read from one socket before looking at the others
 class Gateway:
     """The gateway of one node (see the module docstring)."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: GatewayHost) -> None:
         self.node = node
         self.recorder = node._gateway_recorder
         ctx = node._context

@@ -1,4 +1,8 @@
-"""Bounded mailboxes: the pykka inbox with a depth limit, and what a node keeps per name.
+"""Bounded mailboxes: the pykka inbox with a depth limit, what a node keeps per name, and
+the Delivery (one message as a handler receives it) that goes through them.
+
+Delivery lives here, beside the Mailbox it answers through, so that this module needs
+nothing from `_actor` or `_node` (the node is only called back, through `_ports.Host`).
 
 pykka's own messages (stop, proxy calls) go in unbounded through `put`, so stopping a full
 actor never waits. Transport deliveries go in through `Inbox.offer`, which honours the
@@ -16,17 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ActorStopped, AskTimeout, Refused
 from ._stats import Recorder
-from .schema import BLOCK, DROP
+from .schema import BLOCK, DROP, ErrorReply, Message
 
 if TYPE_CHECKING:
-    from ._actor import Actor, Delivery
-    from ._node import Node
+    import pykka
 
-__all__ = ["Inbox", "Mailbox", "MISSED", "QUEUED", "FULL"]
+    from ._ports import Host
+
+__all__ = ["Delivery", "Inbox", "Mailbox", "MISSED", "QUEUED", "FULL", "Slot"]
 
 log = logging.getLogger("everchat.transport")
 
 QUEUED, FULL = True, False
+_monotonic = time.monotonic
 
 
 class _Missed:
@@ -92,6 +98,90 @@ class Inbox:
                 self._waiting -= 1
 
 
+class Slot:
+    """Where a same-process ask waits for its reply: a lock the replier releases."""
+
+    __slots__ = ("_lock", "value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.value: Message | None = None
+
+    def set(self, value: Message) -> None:
+        self.value = value
+        self._lock.release()
+
+    def wait(self, timeout: float) -> bool:
+        return self._lock.acquire(True, timeout)
+
+
+class Delivery:
+    """One message as a handler receives it.
+
+    msg: the message; sender: the sending actor's name (a node's name when the sender was
+    no actor); deadline: for an ask, the time.monotonic() after which the asker no longer
+    waits (None for tells and events); request_id: the ask's id (None otherwise); topic: the
+    event's topic (None unless it came through publish).
+    """
+
+    __slots__ = ("msg", "sender", "deadline", "request_id", "topic", "_route", "_mailbox")
+    reply_to = None      # a Delivery is its own pykka envelope: no Envelope per message
+
+    @property
+    def message(self) -> Delivery:
+        return self
+
+    def __init__(self, msg: Message, sender: str, deadline: float | None, request_id: int | None,
+                 route: Any, mailbox: Mailbox, topic: str | None = None) -> None:
+        self.msg = msg
+        self.sender = sender
+        self.deadline = deadline
+        self.request_id = request_id
+        self.topic = topic
+        self._route = route        # None (tell), a Slot (same process) or a routing id (bytes)
+        self._mailbox = mailbox
+
+    def __repr__(self) -> str:
+        kind = "ask" if self._route is not None else "event" if self.topic else "tell"
+        return (f"<Delivery {kind} {self.msg.type_name} from {self.sender} to "
+                f"{self._mailbox.ident} id={self.request_id}>")
+
+    @property
+    def is_ask(self) -> bool:
+        return self._route is not None
+
+    def reply(self, msg: Message) -> bool:
+        """Answer the ask, once, from any thread. Returns False (and sends nothing) for a
+        tell, a second answer, or an answer after the deadline (counted as dropped_late);
+        also when the asker's process is known to be gone (its connection dropped: the
+        reply could not leave, counted as an error of the gateway). True does not promise
+        arrival: a process may die while the reply travels. A handler that hands out
+        something to whoever asked (a job) puts it back when this returns False."""
+        mailbox = self._mailbox
+        try:
+            mailbox.unanswered.remove(self)
+        except KeyError:
+            return False
+        if self.deadline is not None and _monotonic() > self.deadline:
+            mailbox.recorder.dropped_late += 1
+            log.info("%s: reply %s to %s dropped: the asker stopped waiting %.1f ms ago",
+                     mailbox.ident, msg.type_name, self.sender, (_monotonic() - self.deadline) * 1000)
+            return False
+        route = self._route
+        if route.__class__ is Slot:
+            route.set(msg)
+            return True
+        return mailbox.node._send_reply(route, self.request_id, msg)
+
+    def fail(self, kind: str, text: str) -> bool:
+        """Answer the ask with an error: the asker's `ask` raises RemoteError(kind, text)."""
+        return self.reply(ErrorReply(kind, text))
+
+    def _abandon(self) -> None:
+        self._mailbox.unanswered.discard(self)
+
+
 class Mailbox:
     """Everything a node keeps for one hosted name; outlives restarts of the actor.
 
@@ -101,13 +191,13 @@ class Mailbox:
     until the actor's `on_events_missed` hears of them.
     """
 
-    def __init__(self, name: str, node: Node) -> None:
+    def __init__(self, name: str, node: Host) -> None:
         self.name = name
         self.node = node
         self.ident = f"{name}@{node.ident}"
         self.recorder = Recorder()
         self.inbox: Inbox | None = None
-        self.actor: Actor | None = None
+        self.actor: pykka.Actor | None = None   # an everchat.transport.Actor
         self.alive = False
         self.thread: int | None = None
         self.thread_object: threading.Thread | None = None

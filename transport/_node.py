@@ -35,12 +35,12 @@ from typing import Any
 import pykka
 import zmq
 
-from ._actor import K_BAD_REPLY, K_STOPPED, Actor, Delivery, Slot, hosting, unwrap
+from ._actor import K_BAD_REPLY, K_STOPPED, Actor, hosting, unwrap
 from ._client import SLICE, Client
 from ._errors import ActorStopped, AskTimeout, BadFrame, TransportError
 from ._gateway import OP_CONNECT, OP_PUBLISH, OP_QUIT, OP_SUBSCRIBE, OP_WAKE, Gateway
 from ._keys import KeyPair, KeyStore
-from ._mailbox import QUEUED, Mailbox
+from ._mailbox import QUEUED, Delivery, Mailbox, Slot
 from ._stats import MailboxStats, Recorder
 from ._wire import (ASK, NOBLOCK, TELL, Address, parse_address, readable, reply_frame, request_frame,
                     send_frames, topic_frame)

@@ -1,6 +1,6 @@
 """The demo model: offline, deterministic, and honest about how Everchat's memory works.
 
-A compaction (its task read by `compaction.read_task`) gets the extractive
+A compaction (its task read by `call_texts.read_task`) gets the extractive
 summarizer's line (`_summarize`). A turn gets a small reply model that works only
 from what the request holds, like a real model: it reads the view, picks the lines
 that share words with the question (the person's own lines first when they ask
@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from everchat.actors.call_texts import read_task, split_turn
 
 from ._summarize import KINDS, key_tokens, summarize
 from ._types import (
@@ -93,8 +95,6 @@ class _Turn:
 
 
 def _read_turn(request: Request) -> _Turn:
-    from everchat.actors.prompt import split_turn
-
     first = request.messages[0]
     texts = [block.text for block in first.content if isinstance(block, TextBlock)]
     joined = "".join(texts)
@@ -232,8 +232,6 @@ class DemoConnection(Connection):
         return "DemoConnection()"
 
     def stream(self, request: Request) -> Iterator[Event]:
-        from everchat.actors.compaction import read_task
-
         task = None
         for message in reversed(request.messages):
             if message.role == "user":

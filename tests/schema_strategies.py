@@ -1,6 +1,7 @@
 """Hypothesis strategies, one per message type, for round-trip and fuzz tests.
 
-Imported only by `schema.strategies()`: hypothesis is a test dependency. Each strategy is
+Test code: hypothesis is a test dependency, and production (`everchat.transport.schema`)
+never imports this (tests/test_boundaries.py). Each strategy is
 built from the dataclass's field annotations, so a type added to `schema` gets one without
 anyone writing it (and a field type the builder does not know fails loudly, naming it).
 Values stay inside what the wire can carry: msgpack ints are 64-bit, NaN is left out
@@ -16,9 +17,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from . import schema
+from everchat.transport import schema
 
-__all__ = ["message_strategies", "json_values", "for_annotation"]
+__all__ = ["message_strategies", "json_values", "for_annotation", "strategy_for"]
 
 INTS = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 TEXT = st.text(max_size=40)
@@ -55,7 +56,7 @@ def for_annotation(hint: Any, where: str) -> st.SearchStrategy[Any]:
 
 
 def strategy_for(cls: type[schema.Message]) -> st.SearchStrategy[Any]:
-    hints = typing.get_type_hints(cls, vars(schema))
+    hints = typing.get_type_hints(cls, localns=vars(schema))  # each module's names, then schema's
     fields = {f.name: for_annotation(hints[f.name], f"{cls.__name__}.{f.name}") for f in dataclasses.fields(cls)}
     return st.builds(cls, **fields)
 
