@@ -113,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                           "the view over its budget until the next messages fit it")
     command("view")
     zoom = command("zoom")
-    zoom.add_argument("id", help="a message id, or a view line's name such as 40+8")
+    zoom.add_argument("id", help="a message id, or a view line's name such as 40+8 (or an agent's NAME, "
+                                 "once agents exist: R38, none yet)")
     zoom.add_argument("n", nargs="?", default=None, help="how many messages the line covers (a power of two)")
     zoom.add_argument("--page", default="1", help="the page of a long message (R35)")
     date = command("date")
