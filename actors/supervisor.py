@@ -449,7 +449,8 @@ class Supervisor:
     # -- stopping ------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop every actor, then release the chat. Safe after a failed or no start."""
+        """Stop every actor, clear `run/` (`_clear_run_dir`), then release the chat. Safe
+        after a failed or no start."""
         self._stopping.set()
         if self._monitor is not None:
             self._monitor.join(timeout=5)
@@ -483,10 +484,7 @@ class Supervisor:
         what one reads afterwards. `run/` itself goes when nothing is left in it (single)."""
         for pattern in ("supervisor.json", "supervisor.tmp", "*.sock", "*.sock.events"):
             for path in self.run_dir.glob(pattern):
-                try:
-                    path.unlink()
-                except FileNotFoundError:
-                    pass
+                path.unlink(missing_ok=True)
         try:
             self.run_dir.rmdir()
         except OSError:  # logs are left in it (or it was never made)
