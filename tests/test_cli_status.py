@@ -123,3 +123,21 @@ def test_r12_r14_status_names_the_tree_nodes_and_the_view_lines_apart(env, tmp_p
     assert figures["nodes"] > figures["view_lines"]  # the halves stay built in the tree
     shutil.rmtree(chat / "index")  # a reader then finds every node in the log (held in memory)
     assert status(env, chat)["nodes"] == figures["nodes"]
+
+
+def test_r12_node_count_counts_each_node_once_while_a_writer_has_an_unindexed_tail(tmp_path):
+    """The figure behind `nodes`: a reader holds the nodes past the index's checkpoint in
+    memory, which the running writer has also put in its slot files; each counts once."""
+    from everchat.actors.store import ChatStore
+
+    chat = tmp_path / "chat"
+    with ChatStore.open(chat, create=True) as first:
+        for k in range(6):
+            first.append_message("note", f"n{k}")
+        first.append_nodes([(0, k, f"n{k}") for k in range(6)])
+    with ChatStore.open(chat) as writer:  # stays open: no checkpoint covers what follows
+        writer.append_message("note", "n6")
+        writer.append_message("note", "n7")
+        writer.append_nodes([(0, 6, "n6"), (0, 7, "n7"), (1, 0, "n0 n1"), (1, 1, "n2 n3")])
+        with ChatStore.open(chat, writer=False) as reader:
+            assert reader.node_count == writer.node_count == 10
