@@ -280,19 +280,24 @@ class ChatSession:
         return self._ask("planner", schema.WaitBacklog(at_most=at_most), timeout=timeout)
 
     def status(self) -> dict:
-        """messages, view_bytes, view_budget, pending (unbuilt lines), failures (compaction
-        calls failed this run), model, running (a turn is on), turn (its message id, -1
-        before it is logged or without a turn), cache_share (cache reads / prompt tokens),
-        usage; plus the planner's own figures under `planner`."""
+        """messages, view_lines, view_bytes, view_budget (its ceiling), pending (summaries
+        to build: unbuilt view lines plus merges whose halves are built, R31; the same
+        figure as `everchat status`), pending_lines and pending_merges apart, failures
+        (compaction calls failed this run), model, running (a turn is on), turn (its
+        message id, -1 before it is logged or without a turn), cache_share (cache reads /
+        prompt tokens), usage; plus the planner's own figures under `planner`."""
         planner = self._planner_state().status
         turn = self._ask("turn_runner", schema.TurnStatus(), timeout=_ASK_SECONDS)
         usage = turn.usage
         prompt = usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0)
         return {
             "messages": planner["messages"],
+            "view_lines": planner["view_lines"],
             "view_bytes": planner["view_bytes"],
             "view_budget": planner["ceiling"],
-            "pending": planner["unbuilt_lines"],
+            "pending": planner["unbuilt_lines"] + planner["ready_merges"],
+            "pending_lines": planner["unbuilt_lines"],
+            "pending_merges": planner["ready_merges"],
             "failures": self.counts["failures"],
             "model": turn.model,
             "turn": turn.turn,

@@ -449,7 +449,8 @@ class Supervisor:
     # -- stopping ------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop every actor, then release the chat. Safe after a failed or no start."""
+        """Stop every actor, clear `run/` (`_clear_run_dir`), then release the chat. Safe
+        after a failed or no start."""
         self._stopping.set()
         if self._monitor is not None:
             self._monitor.join(timeout=5)
@@ -470,12 +471,24 @@ class Supervisor:
             self._launcher = None
         if self.node is not None:
             self.node.stop()
-        if self._chat_lock.held:  # only the chat's own supervisor clears its run file
-            try:
-                (self.run_dir / "supervisor.json").unlink()
-            except FileNotFoundError:
-                pass
+        if self._chat_lock.held:  # only the chat's own supervisor clears run/
+            self._clear_run_dir()
             self._chat_lock.release()
+
+    def _clear_run_dir(self) -> None:
+        """A clean exit leaves `run/` without what only a running chat uses: the run file
+        (`supervisor.json`, its `.tmp`) and every ipc socket (`*.sock`, `*.sock.events`;
+        ZeroMQ leaves their files behind). Every actor has stopped and we still hold the
+        chat, so none of them is in use. The actor processes' logs (`run/<name>.log`) stay:
+        they are small (rotated), and what an actor wrote before a crash or a restart is
+        what one reads afterwards. `run/` itself goes when nothing is left in it (single)."""
+        for pattern in ("supervisor.json", "supervisor.tmp", "*.sock", "*.sock.events"):
+            for path in self.run_dir.glob(pattern):
+                path.unlink(missing_ok=True)
+        try:
+            self.run_dir.rmdir()
+        except OSError:  # logs are left in it (or it was never made)
+            pass
 
     def __enter__(self) -> "Supervisor":
         return self.start()

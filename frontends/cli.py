@@ -113,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                           "the view over its budget until the next messages fit it")
     command("view")
     zoom = command("zoom")
-    zoom.add_argument("id", help="a message id, or a view line's name such as 40+8")
+    zoom.add_argument("id", help="a message id, or a view line's name such as 40+8 (or an agent's NAME, "
+                                 "once agents exist: R38, none yet)")
     zoom.add_argument("n", nargs="?", default=None, help="how many messages the line covers (a power of two)")
     zoom.add_argument("--page", default="1", help="the page of a long message (R35)")
     date = command("date")
@@ -130,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
                             "else the chat's one process (for actors that join with `everchat actor … --join`)")
     serve.add_argument("--listen", default=None, metavar="ADDRESS",
                        help="with --tcp: the address other hosts dial to reach the actors (default 127.0.0.1)")
-    serve.add_argument("--workers", type=int, default=2, help="compactor workers, 1 to 8 (R31)")
+    serve.add_argument("--workers", type=int, default=None,
+                       help="compactor workers, 1 to 8 (R31; default compaction_jobs, as every command)")
     serve.add_argument("--remote", action="append", default=[], metavar="NAME",
                        help="an actor that joins from another host instead of being started here")
     actor = command("actor")
@@ -327,13 +329,18 @@ def _run_actors(args, data_dir: Path) -> int:
             return 0
     from everchat.actors.supervisor import Placement, Supervisor
 
-    if not 1 <= args.workers <= 8:
+    if args.workers is not None and not 1 <= args.workers <= 8:
         raise UsageError(f"--workers is 1 to 8 (R31), not {args.workers}")
+    from everchat.frontends.commands import check_compaction_model, load_settings
+
+    settings = load_settings(args)
     try:
         placement = Placement(
             mode="processes" if getattr(args, "processes", False) else "single",
             transport="tcp" if args.tcp else "ipc",
-            workers=args.workers,
+            # R31: as many workers as every other command runs (compaction_jobs: the
+            # flag, the environment or config.toml); --workers overrides it for serve.
+            workers=settings.compaction_jobs if args.workers is None else args.workers,
             remote=tuple(args.remote),
             listen=args.listen,
         )
@@ -341,9 +348,7 @@ def _run_actors(args, data_dir: Path) -> int:
         raise UsageError(str(error)) from None
     if getattr(args, "demo", False):
         os.environ["EVERCHAT_DEMO"] = "1"  # the actors' own processes read their settings from it
-    from everchat.frontends.commands import check_compaction_model, load_settings
-
-    check_compaction_model(load_settings(args))
+    check_compaction_model(settings)
     from everchat.actors.store import ChatLocked, StoreError
 
     try:  # P6: the supervisor takes the chat before it touches it, or fails here in one line

@@ -79,12 +79,16 @@ def _transcript(chat, agent: str, page: int) -> str:
 
 
 def folder_status(chat, path: Path) -> dict:
-    """`status` from the folder alone: the log and the view as saved (R22)."""
+    """`status` from the folder alone: the log and the view as saved (R22). `nodes` is
+    the tree's built nodes (its node records, R12: what `check` counts), `view_lines` the
+    lines of the view the next turn starts from (R14); a live chat's figures under `live`
+    carry the same names with the same meaning."""
     core = chat.status()
     return {
         "chat": str(path),
         "messages": core["messages"],
-        "nodes": core["view_lines"],
+        "nodes": chat.store.node_count,
+        "view_lines": core["view_lines"],
         "view_bytes": core["view_bytes"],
         "view_budget": {"ceiling": core["ceiling"], "floor": core["floor"]},
         "view_shrinking": core["view_shrinking"],
@@ -157,7 +161,10 @@ def live_status(chat: Path, timeout: float = 3.0) -> dict:
             live["turn_runner_error"] = str(error)
         try:
             planner = node.ask("planner", schema.PlannerStatus(), timeout=timeout).status
-            live.update(messages=planner["messages"], pending=planner["unbuilt_lines"] + planner["ready_merges"],
+            live.update(messages=planner["messages"], view_lines=planner["view_lines"],
+                        view_bytes=planner["view_bytes"],
+                        pending=planner["unbuilt_lines"] + planner["ready_merges"],
+                        pending_lines=planner["unbuilt_lines"], pending_merges=planner["ready_merges"],
                         running_compactions=planner["running"])
         except Exception as error:
             live["planner_error"] = str(error)

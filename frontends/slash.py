@@ -112,8 +112,8 @@ COMMANDS: dict[str, Spec] = {
     for spec in (
         Spec("help", "/help [COMMAND]", "these commands", _help),
         Spec("memory", "/memory", "the memory's status and the view the next turn starts from", _none),
-        Spec("zoom", "/zoom ID [N] [PAGE]", "a line's two halves (N ≥ 2), or message ID whole (N = 1); "
-                                             "/zoom NAME [PAGE] for an agent", _zoom),
+        Spec("zoom", "/zoom ID [N] [PAGE]", "a line's two halves (N ≥ 2), or message ID whole (N = 1); /zoom NAME "
+                                             "[PAGE]: an agent's transcript, once agents exist (R38; none yet)", _zoom),
         Spec("date", "/date ID", "the date and time of message ID", _date),
         Spec("note", "/note TEXT", "log TEXT as a note (a memory from before the chat)", _text("the note's text")),
         Spec("attach", "/attach PATH", "attach an image (PNG, JPEG, GIF, WebP) to your next message",

@@ -3,7 +3,7 @@
 `World` drives the production `Planner` and keeps what the chat folder would keep
 (message lines, every built node's text, merge records, saved views), so tests can
 restart the planner from it exactly as the log writer's files would let it. It
-also holds brute-force checkers written straight from SPEC.md, to compare with
+also holds brute-force checkers written straight from docs/SPEC.md, to compare with
 the planner's fast paths.
 """
 

@@ -233,8 +233,9 @@ def test_processes_runs_every_actor_in_its_own_process_with_the_sessions_models(
     done = everchat(env, "--demo", "--processes", "ask", long, "--data-dir", str(chat))
     assert done.returncode == 0, done.stderr
     assert "amber-42" in done.stdout
-    assert {path.name for path in (chat / "run").glob("*.sock")} >= {"log_writer.sock", "planner.sock",
-                                                                      "turn_runner.sock", "compactor.0.sock"}
+    # Each actor process logged to its own file (kept after the exit, unlike the sockets).
+    assert {path.name for path in (chat / "run").glob("*.log")} >= {"log_writer.log", "planner.log",
+                                                                     "turn_runner.log", "compactor.0.log"}
     status = json.loads(everchat(env, "status", "--data-dir", str(chat)).stdout)
     assert (status["pending"], status["failures"]) == (0, 0)
     assert status["usage"]["compactions"]["calls"] >= 1

@@ -172,7 +172,8 @@ def _wait_for_run_file(chat: Path, serving: subprocess.Popen) -> dict:
 def serving_tcp(env, tmp_path):
     """`serve --tcp` in one process (no --processes) waiting for compactor.1 to join from elsewhere."""
     chat = tmp_path / "chat"
-    process = subprocess.Popen([*CLI, "--demo", "serve", "--tcp", "--remote", "compactor.1", "--data-dir", str(chat)],
+    process = subprocess.Popen([*CLI, "--demo", "serve", "--tcp", "--workers", "2", "--remote", "compactor.1",
+                                "--data-dir", str(chat)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:

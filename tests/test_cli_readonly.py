@@ -76,6 +76,7 @@ def test_r5_read_only_commands_work_while_the_chat_is_open_and_change_no_byte(se
     figures = json.loads(status.stdout)
     assert (figures["messages"], figures["pending"]) == (40, 0)
     assert figures["live"]["running"] is True and figures["live"]["pending"] == 0  # asked the served chat
+    assert figures["live"]["view_lines"] == figures["view_lines"]  # the same figure under the same name
     assert figures["model"] == "demo" and set(figures["usage"]) >= {"input", "output", "cache_read", "cache_write"}
     assert figures["usage"]["compactions"]["calls"] > 0  # the compact run's calls, saved in usage.json
     assert set(figures["live"]["usage"]) >= {"input", "cache_read"}  # this run's, from the turn runner

@@ -5,6 +5,7 @@ usage.json; real processes, the fake model server for a keyed connection."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -102,3 +103,41 @@ def test_a_broken_usage_file_is_one_clear_line_from_status(env, tmp_path, capsys
     (chat / USAGE_NAME).write_text('{"version": 9}')
     assert main(["status", "--data-dir", str(chat)]) == 1
     assert capsys.readouterr().err == f"everchat: {chat / USAGE_NAME}: not a version 1 usage file\n"
+
+
+def test_r12_r14_status_names_the_tree_nodes_and_the_view_lines_apart(env, tmp_path):
+    """`nodes` is the tree's built nodes (what `check` counts), `view_lines` the view's
+    lines (what `view` prints): after compaction merged leaves they differ."""
+    chat = tmp_path / "chat"
+    for k in range(12):
+        assert main(["note", f"note {k}: the amber-{k} probe", "--data-dir", str(chat)]) == 0
+    assert main(["--demo", "compact", "--data-dir", str(chat)]) == 0
+    figures = status(env, chat)
+    checked = everchat(env, "check", "--data-dir", str(chat))
+    assert checked.returncode == 0, checked.stderr
+    view = everchat(env, "view", "--data-dir", str(chat))
+    assert view.returncode == 0, view.stderr
+    lines = [line for line in view.stdout.splitlines() if line not in ("<chat>", "</chat>")]
+    assert figures["nodes"] == json.loads(checked.stdout)["nodes"]
+    assert figures["view_lines"] == len(lines)
+    assert figures["nodes"] > figures["view_lines"]  # the halves stay built in the tree
+    shutil.rmtree(chat / "index")  # a reader then finds every node in the log (held in memory)
+    assert status(env, chat)["nodes"] == figures["nodes"]
+
+
+def test_r12_node_count_counts_each_node_once_while_a_writer_has_an_unindexed_tail(tmp_path):
+    """The figure behind `nodes`: a reader holds the nodes past the index's checkpoint in
+    memory, which the running writer has also put in its slot files; each counts once."""
+    from everchat.actors.store import ChatStore
+
+    chat = tmp_path / "chat"
+    with ChatStore.open(chat, create=True) as first:
+        for k in range(6):
+            first.append_message("note", f"n{k}")
+        first.append_nodes([(0, k, f"n{k}") for k in range(6)])
+    with ChatStore.open(chat) as writer:  # stays open: no checkpoint covers what follows
+        writer.append_message("note", "n6")
+        writer.append_message("note", "n7")
+        writer.append_nodes([(0, 6, "n6"), (0, 7, "n7"), (1, 0, "n0 n1"), (1, 1, "n2 n3")])
+        with ChatStore.open(chat, writer=False) as reader:
+            assert reader.node_count == writer.node_count == 10

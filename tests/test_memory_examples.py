@@ -1,4 +1,4 @@
-"""Exact worked examples of SPEC.md over the production planner core."""
+"""Exact worked examples of docs/SPEC.md over the production planner core."""
 
 from __future__ import annotations
 

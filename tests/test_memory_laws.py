@@ -1,4 +1,4 @@
-"""The memory rules of SPEC.md as hypothesis properties over the production planner.
+"""The memory rules of docs/SPEC.md as hypothesis properties over the production planner.
 
 Each history is random: messages of mixed sizes and texts, builds of running
 compactions in any order, failures, and restarts from the saved state (with and

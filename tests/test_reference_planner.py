@@ -1,6 +1,6 @@
 """The reference planner (SPEC section 8) on hand-worked scenarios, and its R20 check.
 
-Every expected output line below was worked out by hand from SPEC.md. Byte sizes: a line
+Every expected output line below was worked out by hand from docs/SPEC.md. Byte sizes: a line
 is ``{id}+{n}|`` + text + newline, so leaf 4 with a 300-byte text is 4 + 300 + 1 = 305 and
 an unbuilt single-digit leaf is 4 + 29 + 1 = 34 (R15, R16).
 """

@@ -1,6 +1,6 @@
 """SPEC section 8: the production planner and the independent reference model agree.
 
-The reference (tools/reference_planner.py) was written from SPEC.md alone by
+The reference (tools/reference_planner.py) was written from docs/SPEC.md alone by
 another engineer, without reading the planner core; the driver plays both with
 the same seeded choices and compares every output line byte for byte.
 """

@@ -85,6 +85,7 @@ def test_status_note_view_zoom_and_date(tmp_path):
         view = session.view()
         assert view.startswith("<chat>\n0+1|note: an old memory\n1+1|") and "not summarized" not in view
         assert status["view_bytes"] == sum(len(line.encode()) + 1 for line in view.splitlines()[1:-1])
+        assert status["view_lines"] == len(view.splitlines()) - 2  # named as `everchat status` names it
         assert session.zoom(0, 2).startswith("0+1|note: an old memory\n1+1|")
         assert session.zoom(1, 1) == "note: " + "x" * 2000
         assert session.date(0)[:4].isdigit()

@@ -86,6 +86,12 @@ def test_help_lists_every_command_with_its_usage():
     assert help_lines("nope") == ["no command /nope"]
 
 
+def test_r38_zoom_help_says_agents_come_later():
+    """`/zoom NAME` can only answer "no agents yet" until R38 is built: the help says so."""
+    (line,) = help_lines("zoom")
+    assert "NAME" in line and "none yet" in line
+
+
 # ---- the status bar -------------------------------------------------------------------------
 
 

@@ -1,11 +1,11 @@
-"""An independent reference model of the planner, written from SPEC.md alone (section 8).
+"""An independent reference model of the planner, written from docs/SPEC.md alone (section 8).
 
 It runs planner scenarios (the bridge format) so that the production planner can be checked
 byte for byte: ``python tools/reference_planner.py < scenario.jsonl``. It is built for
 obviousness, not speed: plain lists and dicts, exact dues with ``Fraction`` (R18), and a
 rescan of the whole view wherever that is the plainest way to say a rule.
 
-Readings of the points SPEC.md leaves open (to compare with the production planner):
+Readings of the points docs/SPEC.md leaves open (to compare with the production planner):
 
 1. Parameters line. It prints nothing. Its keys are ``ceiling``, ``floor``, ``cceiling``,
    ``cfloor`` (integers >= 0), ``jobs`` (integer 1..8, R31) and ``unit`` (``"bytes"`` or

@@ -1,7 +1,7 @@
 """The planner's pure core: tree nodes, views, the merge order and the work queues.
 
 No sockets, no threads, no files: the planner actor wraps `Planner`, and tests
-drive it directly. Rule numbers refer to SPEC.md.
+drive it directly. Rule numbers refer to docs/SPEC.md.
 """
 
 from ._nodes import (

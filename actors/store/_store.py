@@ -424,6 +424,11 @@ class ChatStore:
             return None
         return self._read(lambda: self._node_text(level, i))
 
+    @property
+    def node_count(self) -> int:
+        """How many nodes are built (node records in `tree/`), from the index's slots."""
+        return self._usable().slots.count()
+
     def _node_text(self, level: int, i: int) -> str | None:
         loc = self._index.node_loc(level, i)
         if loc is None:
