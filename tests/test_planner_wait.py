@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-from everchat.actors.log_writer import LogWriter
 from everchat.actors.memory import Budget, Planner, key_of, name
-from everchat.actors.planner import PlannerActor
-from everchat.transport import Node, schema
+from everchat.transport import schema
+from planner_world import PlannerWorld
 
 LONG = 600  # a message line this long is no free leaf: it needs a compaction (R11)
 HALF = "h" * 300  # two built halves of 300 bytes do not join freely (R11): their merge is a job
@@ -91,56 +90,31 @@ def test_r31_a_turn_waiting_for_a_fit_starts_its_leaves_first_then_ready_merges(
 @pytest.fixture
 def chat(tmp_path):
     """A log writer and a planner (2 jobs, no prefix gate) in one node; the test is the worker."""
-    node = Node("wait-test").start()
+    world = PlannerWorld(tmp_path / "chat", jobs=2)
     try:
-        node.host("log_writer", LogWriter, tmp_path / "chat")
-        node.host("planner", PlannerActor, Budget(jobs=2), "log_writer", "off")
-        yield node
+        yield world
     finally:
-        node.stop()
-
-
-def _append(node, count: int) -> None:
-    for n in range(count):
-        node.ask("log_writer", schema.Append("user", f"message {n} " + "w" * LONG, None, [], None), timeout=10)
-
-
-def _next(node) -> str:
-    job = node.ask("planner", schema.NextJob(worker="test"), timeout=30)
-    assert isinstance(job, schema.BuildJob), job
-    return name(key_of(job.l, job.i))
-
-
-def _built(node, l: int, i: int, text: str) -> None:
-    node.tell("planner", schema.Built(l=l, i=i, text=text, worker="test"))
+        world.close()
 
 
 def test_r31_through_the_planner_actor_a_waiting_turn_is_handed_its_lines_before_ready_merges(chat):
-    _append(chat, 6)
-    assert [_next(chat), _next(chat)] == ["0+1", "1+1"]
+    for n in range(6):
+        chat.append(f"message {n} " + "w" * LONG)
+    assert [chat.next_name(), chat.next_name()] == ["0+1", "1+1"]
     replies = []
     waiter = threading.Thread(target=lambda: replies.append(
-        chat.ask("planner", schema.SettleView(until=4, timeout=60.0), timeout=90)), daemon=True)
+        chat.node.ask("planner", schema.SettleView(until=4, timeout=60.0), timeout=90)), daemon=True)
     waiter.start()
     deadline = time.monotonic() + 10
-    while not _waiting(chat):  # the turn's wait is in before the results come
+    while not chat.actor("planner").settle_waiters:  # the turn's wait is in before the results come
         assert time.monotonic() < deadline and not replies, "the SettleView never waited in the planner"
         time.sleep(0.01)
-    _built(chat, 0, 0, HALF)
-    _built(chat, 0, 1, HALF)  # 0+2 is ready now; the turn's leaves 2 and 3 go first
-    assert [_next(chat), _next(chat)] == ["2+1", "3+1"]
-    _built(chat, 0, 2, "two")
-    _built(chat, 0, 3, "three")
+    chat.built(0, 0, HALF)
+    chat.built(0, 1, HALF)  # 0+2 is ready now; the turn's leaves 2 and 3 go first
+    assert [chat.next_name(), chat.next_name()] == ["2+1", "3+1"]
+    chat.built(0, 2, "two")
+    chat.built(0, 3, "three")
     waiter.join(30)
     assert replies and replies[0].unbuilt == 0 and replies[0].messages == 6
     # The turn got its view: the ready merge goes out, then leaf 4 (R31's order without a wait).
-    assert [_next(chat), _next(chat)] == ["0+2", "4+1"]
-
-
-def _waiting(node) -> bool:
-    """Is a SettleView waiting? (the hosted planner actor's own state, read in this process)."""
-    return bool(_actor(node, "planner").settle_waiters)
-
-
-def _actor(node, actor_name: str):
-    return node._mailboxes[actor_name].actor
+    assert [chat.next_name(), chat.next_name()] == ["0+2", "4+1"]
