@@ -42,7 +42,6 @@ RECOVERY = "tests/test_store_recovery.py"
 CHAT = "tests/test_chat.py"
 TURNS = "tests/test_turns.py"
 GATE = "tests/test_prefix_gate.py"
-CRASH = "tests/test_crash_points.py"
 
 M = Mutant
 MUTANTS = (
@@ -136,7 +135,7 @@ MUTANTS = (
       "actors/planning.py",
       "        for step in steps:\n            self._save_record(step)\n        if steps:\n            self._save_views()\n",
       "        if steps:\n            self._save_views()\n        for step in steps:\n            self._save_record(step)\n",
-      (CRASH,)),
+      ("tests/test_recovery_order.py",)),
     M("r23-cache-entries-live-an-hour", "R23: five-minute cache entries, no 1-hour marks", "actors/prefix_gate.py",
       "CACHE_TTL = 300.0", "CACHE_TTL = 3600.0", (GATE,)),
     M("r29-follow-up-shows-511-bytes", "R29: the follow-up shows the first 512 bytes", "actors/compaction.py",

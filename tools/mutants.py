@@ -100,7 +100,7 @@ def baseline(workdirs: list[Path], mutants=MUTANTS) -> dict:
         try:
             results[k] = _pytest(workdirs[k], chunks[k]) if chunks[k] else None
         except subprocess.TimeoutExpired:
-            results[k] = "timeout"
+            results[k] = f"timed out: {' '.join(chunks[k])}"
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(len(workdirs))]
     for thread in threads:
@@ -111,9 +111,9 @@ def baseline(workdirs: list[Path], mutants=MUTANTS) -> dict:
     for done in results:
         if done is None:
             continue
-        if done == "timeout":
+        if isinstance(done, str):
             passed = False
-            failed.append("(timed out)")
+            failed.append(done)
             continue
         passed = passed and done.returncode == 0
         failed += _failed(done) or ([] if done.returncode == 0 else [done.stdout[-300:] + done.stderr[-300:]])
