@@ -1,7 +1,8 @@
 """R31's turn wait, directly: while a turn waits for the lines before its message m,
 only the unbuilt lines before m start (from `since` on), leaves first, in id order;
 ready merges wait, unless the turn also waits for a fit (issue 8). Then the same
-through the planner actor: which jobs a worker is handed while a SettleView waits."""
+through the planner actor: which jobs a worker is handed while a SettleView waits. And
+the pool size R31 allows: 1 to 8."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from everchat.actors.memory import Budget, Planner, key_of, name
+from everchat.actors.memory import Budget, Planner, PlannerError, key_of, name
 from everchat.transport import schema
 from planner_world import PlannerWorld
 
@@ -118,3 +119,11 @@ def test_r31_through_the_planner_actor_a_waiting_turn_is_handed_its_lines_before
     assert replies and replies[0].unbuilt == 0 and replies[0].messages == 6
     # The turn got its view: the ready merge goes out, then leaf 4 (R31's order without a wait).
     assert [chat.next_name(), chat.next_name()] == ["0+2", "4+1"]
+
+
+def test_r31_a_pool_runs_1_to_8_compactions():
+    for jobs in (0, 9):
+        with pytest.raises(PlannerError, match="jobs must be 1 to 8"):
+            Budget(jobs=jobs)
+    planner = planner_with(jobs=8, messages=12)
+    assert len(planner.running) == 8
