@@ -71,7 +71,8 @@ def _pytest(workdir: Path, tests) -> subprocess.CompletedProcess:
 
 
 def _failed(done: subprocess.CompletedProcess) -> list[str]:
-    return [line.split(" ")[1] for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    lines = [line.split() for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    return [words[1] for words in lines if len(words) > 1]
 
 
 def imports_the_clone(workdir: Path, mutants=MUTANTS) -> list[str]:
