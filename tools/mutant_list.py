@@ -3,11 +3,14 @@
 Every mutant names the tests that must catch it (pytest node ids, small and fast ones:
 the whole catalogue runs in a few minutes on two cores). The catalogue holds the 13
 mutants the tool started with, the 24 of the tests review (reviews/tests-2026-12-03.md,
-section 2b), the R25 mutant of the spec review, and one for each further rule a one-line
-change can break. Rules with no mutant here: R6/R48 (thoughts are never handed to the
-store: no line to flip), R26/R34/R45/R49 (prompt wording: test_prompt pins the text), R32/R52
-(no scan exists to mutate), R38/R39 (not built), R43/R46/R47/R50/R51 (mistakes the code has
-no line for; R51's unflushed write is `append-no-fsync`).
+section 2b; its #12b is #12 with another selection), the R25 mutant of the spec review,
+and one for each further rule a one-line change can break: R1 (keys), R2-R5, R7-R25,
+R27-R31, R33, R35-R37, R40, R41, R44 and R51 have at least one. Rules without one: R6/R48
+(thoughts never reach the store: there is no line that logs them to flip), R26/R34/R45/R49
+(prompt and request wording, pinned word for word by test_prompt and test_compaction_wire),
+R32/R52 (no scan exists to put back), R38/R39 (not built), R42/R50 (covered by the restart
+and refold mutants: nothing rebuilds the view by another rule), R43/R46/R47 (mistakes with
+no line of their own: R46's cut is `r29-final-cut-513`).
 """
 
 from __future__ import annotations
@@ -170,6 +173,12 @@ MUTANTS = (
     M("r9-image-over-5-mib", "R9: images of at most 5 MB", "actors/store/_assets.py",
       "if len(data) > MAX_ASSET_BYTES:", "if len(data) >= MAX_ASSET_BYTES:",
       (STORE_API + "::test_r9_an_image_of_exactly_5_mib_is_stored",)),
+    M("r10-node-of-513-bytes", "R10: a node is at most 512 bytes", "actors/store/_prepare.py",
+      "if not 1 <= size <= NODE_BYTES:", "if not 1 <= size <= NODE_BYTES + 1:",
+      (STORE_API + "::test_r10_a_node_has_1_to_512_bytes_and_covers_logged_messages",)),
+    M("r10-node-past-the-log", "R10: node(l, i) covers the 2^l messages from i * 2^l, all logged",
+      "actors/store/_prepare.py", "if (i + 1) << level > count:", "if (i + 1) << level > count + 1:",
+      (STORE_API + "::test_r10_a_node_has_1_to_512_bytes_and_covers_logged_messages",)),
     M("r12-node-built-twice", "R12: a node is built once", "actors/store/_store.py",
       "                if old != text:\n                    raise StoreError(",
       "                if False:\n                    raise StoreError(",
@@ -205,6 +214,13 @@ MUTANTS = (
     M("r35-zoom-id-not-a-multiple", "R35: id a multiple of n", "actors/planning.py",
       "            or first % count\n", "",
       (CHAT + "::test_r35_zoom_of_a_line_that_does_not_exist_is_a_clear_error",)),
+    M("r33-compactions-on-the-reply-model", "R33: compactions use a cheap model (Haiku) by default",
+      "actors/config.py", '("anthropic", "compaction"): "claude-haiku-5-5",',
+      '("anthropic", "compaction"): "claude-sonnet-5",',
+      ("tests/test_config.py::test_r33_with_an_anthropic_key_replies_come_from_sonnet_and_compactions_from_haiku",)),
+    M("r37-incomplete-unmarked", "R37: a stopped stream keeps its text, marked incomplete", "actors/turns.py",
+      '    return f"{text}\\n[incomplete: {INCOMPLETE.get(why, why)}]"', "    return text",
+      (TURNS + "::test_r37_a_stopped_call_keeps_its_text_marked_incomplete",)),
     M("r36-settle-timeout-30", "R36: settle_timeout defaults to 20 s", "actors/config.py",
       'values.get("settle_timeout", 20.0)', 'values.get("settle_timeout", 30.0)',
       ("tests/test_config.py::test_without_any_key_both_models_are_the_offline_demo",)),
