@@ -8,6 +8,15 @@ answers the waits of turns (`SettleView`, R36) and of tests (`PoolIdle`).
 A failure to save (the log writer is gone) is not papered over: the handler
 raises, the actor stops, and the supervisor restarts it; the new planner recovers
 from the chat folder (R22, R24) exactly as after a crash.
+
+R30's failure counts outlive a planner restart: they ride in compaction-view.json,
+the planner's own derived file (the store keeps its contents opaque), as
+`"failures": [[l, i, n], ...]` (n failed calls of node (l, i), 1 … FAILURE_CAP - 1),
+absent when no node has failed. The proxy adds them to every SaveViews, and a
+failure that is not the last one saves the views at once, so a restarted planner
+reads the count back (`failure_counts`) and the third failed call of a node is the
+third of the chat, not of this run. Losing the file costs at most a few more calls:
+it is refitted from the view without counts (R24).
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from everchat.actors.planning import Planning
 from everchat.actors.prefix_gate import PrefixGate, prefix_chain
 from everchat.transport import Actor, TransportError, schema
 
-__all__ = ["PlannerActor", "StoreProxy"]
+__all__ = ["PlannerActor", "StoreProxy", "failure_counts"]
 
 log = logging.getLogger("everchat.planner")
 
@@ -40,11 +49,13 @@ lands near its ask's deadline (a late reply would be dropped with the job in it)
 class StoreProxy:
     """The log store's methods that `Planning` uses, as asks to the log writer."""
 
-    def __init__(self, node, log_writer: str, state: schema.ChatState, broken=lambda error: None) -> None:
+    def __init__(self, node, log_writer: str, state: schema.ChatState, broken=lambda error: None,
+                 failures: dict[int, int] | None = None) -> None:
         self._node = node  # not `node`: that is the store's method reading a tree node
         self.log_writer = log_writer
         self.state = state
         self.broken = broken
+        self.failures = failures if failures is not None else {}  # R30's counts, saved with the views
         self.path = f"<log writer {log_writer}>"
 
     def _ask(self, msg):
@@ -92,7 +103,24 @@ class StoreProxy:
         self._ask(schema.SaveMerge(merges=[(l, i) for l, i in merges], t=t, open=still_open))
 
     def save_views(self, view: dict, cview: dict) -> None:
+        if self.failures:  # R30: the counts go with the compaction view (see the module docstring)
+            cview = dict(cview, failures=[[*node_of(key), n] for key, n in sorted(self.failures.items())])
         self._ask(schema.SaveViews(view=view, cview=cview))
+
+
+def failure_counts(cview: dict | None) -> dict[int, int]:
+    """R30: the failed calls per node saved in compaction-view.json (empty when none are).
+    Derived data: an entry that is not `[l, i, n]` with 1 <= n < FAILURE_CAP is dropped,
+    with a warning, and that node counts from zero again."""
+    counts: dict[int, int] = {}
+    entries = cview.get("failures", []) if isinstance(cview, dict) else []
+    for entry in entries if isinstance(entries, list) else [entries]:
+        if (isinstance(entry, list) and len(entry) == 3 and all(type(x) is int for x in entry)
+                and 0 <= entry[0] <= _TOP_LEVEL and entry[1] >= 0 and 1 <= entry[2] < FAILURE_CAP):
+            counts[key_of(entry[0], entry[1])] = entry[2]
+        else:
+            log.warning("compaction-view.json: a failure count that is not [l, i, n] (R30): %r; dropped", entry)
+    return counts
 
 
 @dataclass
@@ -117,7 +145,7 @@ class PlannerActor(Actor):
         self.planning: Planning | None = None
         self.queue: deque[int] = deque()  # started jobs not yet handed to a worker
         self.assigned: dict[int, str] = {}  # job key -> worker
-        self.failures: dict[int, int] = {}  # failed calls per node (R30), this run
+        self.failures: dict[int, int] = {}  # failed calls per node (R30), saved with the views
         self.workers: deque[_Waiter] = deque()  # NextJob asks waiting for work
         self.idle_waiters: list[_Waiter] = []
         self.settle_waiters: list[_Waiter] = []
@@ -131,7 +159,8 @@ class PlannerActor(Actor):
         restarts this actor later."""
         super().on_start()
         state = self.node.ask(self.log_writer, schema.LoadState(), timeout=_ASK_SECONDS)
-        proxy = StoreProxy(self.node, self.log_writer, state, self._broken)
+        self.failures = failure_counts(state.cview)
+        proxy = StoreProxy(self.node, self.log_writer, state, self._broken, self.failures)
         self.planning = Planning.recover(proxy, self.budget, verify=False)  # the log writer checked at open (R24)
         # Messages planned during the recovery started jobs too, and nothing is handed
         # out yet: every running job goes to the queue, in the order it started.
@@ -215,12 +244,13 @@ class PlannerActor(Actor):
                     FAILURE_CAP, msg.reason)
         self.node.publish("failed", schema.CompactionFailed(l=msg.l, i=msg.i, reason=msg.reason, failures=failures))
         if failures >= FAILURE_CAP:
-            del self.failures[key]
             line = fallback_line(self._job(key))
+            del self.failures[key]
             step = self.planning.built(key, line)
             self.node.publish("built", schema.NodeBuilt(l=msg.l, i=msg.i))
         else:
             step = self.planning.failed(key)
+            self.planning._save_views()  # the count outlives a restart (module docstring)
         self._dispatch(step.started)
         self._answer_settled()
         self._answer_idle()

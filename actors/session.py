@@ -47,6 +47,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from everchat.actors.compaction import FAILURE_CAP
 from everchat.actors.planning import ZoomError
 from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools
@@ -96,7 +97,7 @@ class _Listener(Actor):
     def on_compaction_failed(self, msg: schema.CompactionFailed, delivery) -> None:
         self.counts["failures"] += 1
         first, count = msg.i << msg.l, 1 << msg.l
-        self.events.put(schema.Notice("warning", f"Summarizing {first}+{count} failed ({msg.failures} of 3): "
+        self.events.put(schema.Notice("warning", f"Summarizing {first}+{count} failed ({msg.failures} of {FAILURE_CAP}): "
                                                  f"{msg.reason}"))
 
     def on_events_missed(self, topic: str, count: int) -> None:

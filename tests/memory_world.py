@@ -1,71 +1,104 @@
-"""A deterministic world for the planner core: an in-memory chat folder.
+"""A deterministic world for the planner: a real chat folder planned by production code.
 
-`World` drives the production `Planner` and keeps what the chat folder would keep
-(message lines, every built node's text, merge records, saved views), so tests can
-restart the planner from it exactly as the log writer's files would let it. It
-also holds brute-force checkers written straight from docs/SPEC.md, to compare with
-the planner's fast paths.
+`World` logs each message with the real `ChatStore` (in a temporary folder, on tmpfs
+when the machine has one) and plans it with the production `Planning`, which persists
+free nodes, merge records (R25) and views (R22) in its own recovery order. Builds and
+failures go through `Planning` too, and a restart reopens the folder and runs
+`Planning.recover` (R24), after deleting view.json or compaction-view.json when asked.
+So the laws read R25's records and the shrinking flag back from the store: what the
+production code wrote, not a copy of its persistence. `nodes` keeps every built
+node's text as the steps reported it, for the brute-force checkers below, which are
+written straight from docs/SPEC.md to compare with the planner's fast paths.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import weakref
 from fractions import Fraction
+from pathlib import Path
 
 from everchat.actors.memory import (
     LINE_LIMIT,
     Budget,
-    Planner,
     children,
     end,
     key_of,
     level,
     name,
     node_of,
-    pair_of,
     parent,
-    recover,
     render_line,
     start,
 )
+from everchat.actors.planning import Planning
+from everchat.actors.store import ChatStore
 
-__all__ = ["World", "most_due_pair", "rendered_size", "is_cover"]
+__all__ = ["World", "most_due_pair", "rendered_size", "is_cover", "scratch_root"]
+
+
+def scratch_root() -> str | None:
+    """Where the worlds' folders go: tmpfs when there is one (fsync costs nothing there;
+    the laws are not about durability), else the system's temporary folder."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and shm.stat().st_mode & 0o002 else None
 
 
 class World:
-    """One chat: the planner plus the files it would have written."""
+    """One chat folder, its store and the production planning over it."""
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
-        self.planner = Planner(budget)
+        self.folder = Path(tempfile.mkdtemp(prefix="everchat-world-", dir=scratch_root()))
+        self.path = self.folder / "chat"
+        self.store = ChatStore.open(self.path, create=True)
+        self._cleanup = weakref.finalize(self, _remove, self.store, self.folder)
+        self.planning = Planning.recover(self.store, budget)
         self.lines: list[str] = []  # message i's `kind: text` line
         self.nodes: dict[int, str] = {}  # every built node ever, by key
-        self.records: list[tuple[list[tuple[int, int]], int, bool]] = []
-        self.saved: tuple[dict, dict] | None = None
 
-    # -- events, with the persistence the log writer does ------------------------
+    def close(self) -> None:
+        self._cleanup()
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def planner(self):
+        return self.planning.planner
+
+    @property
+    def records(self) -> list[tuple[list[tuple[int, int]], int, bool]]:
+        """R25: every merge record in the store, as written."""
+        return self.store.merge_records(first=0)
+
+    # -- events: logged by the store, planned and persisted by Planning ------------------
 
     def message(self, line: str):
+        kind, text = line.split(": ", 1)
+        (i,) = self.store.append_message(kind, text)
         self.lines.append(line)
-        step = self.planner.add_message(len(line.encode()), line)
+        (step,) = self.planning.plan([i], {i: line})  # the line goes along, as the log writer sends it
         self._keep(step)
         return step
 
     def build(self, key: int, text: str):
-        step = self.planner.node_built(key, len(text.encode()), text)
+        step = self.planning.built(key, text)
         self.nodes[key] = text
         self._keep(step)
         return step
 
     def fail(self, key: int):
-        return self.planner.node_failed(key)
+        return self.planning.failed(key)
 
     def _keep(self, step) -> None:
         assert len(step.built) == len(step.built_texts)
         for key, text in zip(step.built, step.built_texts):
             self.nodes[key] = text
-        if step.batch:
-            self.records.append(([pair_of(up) for up in step.merged], self.planner.messages, self.planner.view.shrinking))
-        self.saved = self.planner.saved_views()
 
     def free_text(self, key: int) -> str:
         """R11's text of a free node, from the world's own files."""
@@ -74,30 +107,32 @@ class World:
         left, right = children(key)
         return self.nodes[left] + "\n" + self.nodes[right]
 
+    def stored(self) -> dict[int, str | None]:
+        """The store's text of every node the steps reported built."""
+        return {key: self.store.node(*node_of(key)) for key in self.nodes}
+
     # -- restarts ------------------------------------------------------------------
 
-    def node(self, l: int, i: int) -> str | None:
-        return self.nodes.get(key_of(l, i))
-
-    def message_line(self, i: int) -> str:
-        return self.lines[i]
-
-    def restart(self, lose_view: bool = False, lose_cview: bool = False) -> Planner:
-        """Restore from the saved views (R22), or refold the merge records (R24)."""
-        view, cview = self.saved or self.planner.saved_views()
+    def restart(self, lose_view: bool = False, lose_cview: bool = False):
+        """Reopen the folder and recover (R22), refolding the merge records when view.json
+        is lost (R24); a lost compaction view restarts as the view fitted down."""
+        self.store.close()
+        if lose_view or lose_cview:
+            (self.path / "compaction-view.json").unlink(missing_ok=True)
         if lose_view:
-            view = cview = None
-        elif lose_cview:
-            cview = None
-        after = [record for record in self.records if view is None or record[1] > view["t"]]
-        planner, rebuilt, steps = recover(self.budget, len(self.lines), self, after, view, cview)
-        self.planner = planner
-        for key in rebuilt:
-            self.nodes.setdefault(key, planner.tree.text[key])
-        for step in steps:
-            self._keep(step)
-        self.saved = planner.saved_views()
-        return planner
+            (self.path / "view.json").unlink(missing_ok=True)
+        self.store = ChatStore.open(self.path)
+        self._cleanup.detach()
+        self._cleanup = weakref.finalize(self, _remove, self.store, self.folder)
+        self.planning = Planning.recover(self.store, self.budget)
+        for key, text in self.planner.tree.text.items():
+            assert self.nodes.setdefault(key, text) == text, name(key)
+        return self.planner
+
+
+def _remove(store: ChatStore, folder: Path) -> None:
+    store.close()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def rendered_size(keys: list[int], texts: dict[int, str], count_lines: bool) -> int:

@@ -1,9 +1,12 @@
 """The memory rules of docs/SPEC.md as hypothesis properties over the production planner.
 
 Each history is random: messages of mixed sizes and texts, builds of running
-compactions in any order, failures, and restarts from the saved state (with and
-without view.json). After every event the laws below must hold. Brute-force
-checkers (tests/memory_world.py) are written straight from the rules' text.
+compactions in any order, failures, and restarts from the chat folder (with and
+without view.json). Every event goes through the production `Planning` over a real
+`ChatStore` (tests/memory_world.py), so R25's merge records and the shrinking flag
+are read back from the store as Planning wrote them. After every event the laws
+below must hold. Brute-force checkers (tests/memory_world.py) are written straight
+from the rules' text.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from everchat.actors.memory import (
     end,
     level,
     name,
+    node_of,
+    pair_of,
     parent,
     start,
 )
@@ -99,13 +104,26 @@ def check_laws(world: World) -> None:
         assert following is None or end(following) > limit or following not in world.nodes
 
 
-def check_message(world: World, before: tuple, step) -> None:
+def check_message(world: World, before: tuple, step, records: int) -> None:
     """Laws of one message: R17, R18, R19, R21, R25.
 
-    `before` is the view, the compaction view and both shrinking flags before it.
+    `before` is the view, the compaction view and both shrinking flags before it;
+    `records` the number of merge records in the store before it.
     """
     before, before_cview, was_shrinking, was_cshrinking = before
     planner = world.planner
+    # R25: exactly one merge record per batch (also one that merged nothing while the view
+    # is shrinking), as Planning wrote it: the pairs by their left member, in merge order,
+    # this message's t and the flag saying whether the batch is still going.
+    written = world.store.merge_records(first=records)
+    if step.batch:
+        assert written == [([pair_of(up) for up in step.merged], planner.messages, planner.view.shrinking)]
+    else:
+        assert written == []
+    # R22: the saved view is the live one, saved with this message.
+    saved = world.store.load_views()[0]
+    assert (saved["t"], saved["open"]) == (planner.messages, planner.view.shrinking)
+    assert saved["view"] == [list(node_of(key)) for key in planner.view.ordered()]
     budget, messages = world.budget, planner.messages
     leaf = (messages - 1) << 6
     appended = before + [leaf]
@@ -142,10 +160,6 @@ def check_message(world: World, before: tuple, step) -> None:
         final = rendered_size(after, world.nodes, count_lines)
         assert final <= budget.floor or most_due_pair(after, world.nodes, messages) is None
         assert planner.view.shrinking == (final > budget.floor)
-        # R25: one merge record per batch, with t and the shrinking flag.
-        merges, t, still_open = world.records[-1]
-        assert t == messages and still_open == planner.view.shrinking
-        assert len(merges) == len(step.merged)
     # R21: on a view merge the compaction view is the view fitted down, else it grows by the leaf.
     cview = planner.cview.ordered()
     if step.merged:
@@ -182,14 +196,17 @@ def play(data, world: World, events: int) -> None:
             )
             small = draw(st.integers(0, 3)) > 0
             text = _text(draw, 1, 500) if small else _text(draw, 513, 2500)
+            records = world.store.merge_count
             step = world.message(draw(st.sampled_from(["user", "everchat", "tool", "echo"])) + ": " + text)
-            check_message(world, before, step)
+            check_message(world, before, step, records)
         elif choice < 85:
             key = draw(st.sampled_from(running))
             text = _text(draw, 1, 500)
             while len(text.encode()) > LINE_LIMIT:
                 text = text[:-1]
+            records = world.store.merge_count
             world.build(key, text)
+            assert world.store.merge_count == records, "a build writes no merge record (R25)"
         elif choice < 93:
             world.fail(draw(st.sampled_from(running)))
         else:
@@ -210,23 +227,25 @@ _SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Hea
 
 @_SETTINGS
 @given(budgets(), st.data())
-def test_r13_r17_r18_r19_r21_r27_r31_laws_hold_over_random_histories(budget, data):
-    world = World(budget)
-    play(data, world, data.draw(st.integers(20, 160)))
+def test_r13_r17_r18_r19_r21_r25_r27_r31_laws_hold_over_random_histories(budget, data):
+    with World(budget) as world:
+        play(data, world, data.draw(st.integers(20, 160)))
+        # Every node a step reported built is in the store with that text.
+        assert world.stored() == world.nodes
 
 
 @_SETTINGS
 @given(budgets(), st.data())
 def test_r24_restart_gives_the_same_view_also_mid_batch(budget, data):
     """Restarts at random moments, shrinking or not, with and without view.json."""
-    world = World(budget)
-    play(data, world, data.draw(st.integers(5, 60)))
-    for lose_view in (False, True):
-        saved = world.planner.saved_views()[0]
-        world.restart(lose_view=lose_view)
-        again = world.planner.saved_views()[0]
-        assert (again["t"], again["view"], again["open"]) == (saved["t"], saved["view"], saved["open"])
-        check_laws(world)
+    with World(budget) as world:
+        play(data, world, data.draw(st.integers(5, 60)))
+        for lose_view in (False, True):
+            saved = world.planner.saved_views()[0]
+            world.restart(lose_view=lose_view)
+            again = world.planner.saved_views()[0]
+            assert (again["t"], again["view"], again["open"]) == (saved["t"], saved["view"], saved["open"])
+            check_laws(world)
 
 
 def test_parent_key_arithmetic_matches_rule_r10():
@@ -241,16 +260,18 @@ def test_parent_key_arithmetic_matches_rule_r10():
 def test_r19_r24_a_restart_in_the_middle_of_a_shrinking_batch_keeps_it_going():
     """A batch that cannot reach the floor goes on at each message, across restarts."""
     for lose_view in (False, True):
-        world = World(Budget(ceiling=400, floor=100, cceiling=300, cfloor=50, jobs=1))
-        for n in range(12):
-            world.message(f"user: message {n} " + "p" * 600)  # needs a compaction each
-        for key in sorted(world.planner.running):
-            world.build(key, "built")
-        assert world.planner.view.shrinking, "with one job most parents are unbuilt: still shrinking"
-        saved = world.planner.saved_views()[0]
-        world.restart(lose_view=lose_view)
-        assert world.planner.saved_views()[0] == saved
-        # R19: the next message runs a batch because the view is still shrinking.
-        records = len(world.records)
-        step = world.message("user: next")
-        assert step.batch and len(world.records) == records + 1
+        with World(Budget(ceiling=400, floor=100, cceiling=300, cfloor=50, jobs=1)) as world:
+            for n in range(12):
+                world.message(f"user: message {n} " + "p" * 600)  # needs a compaction each
+            for key in sorted(world.planner.running):
+                world.build(key, "built")
+            assert world.planner.view.shrinking, "with one job most parents are unbuilt: still shrinking"
+            saved = world.planner.saved_views()[0]
+            world.restart(lose_view=lose_view)
+            assert world.planner.saved_views()[0] == saved
+            # R19: the next message runs a batch because the view is still shrinking, and R25
+            # logs its record although it may merge nothing.
+            records = len(world.records)
+            step = world.message("user: next")
+            assert step.batch and len(world.records) == records + 1
+            assert world.records[-1][1:] == (13, world.planner.view.shrinking)
