@@ -262,10 +262,11 @@ def test_ctrl_c_is_never_taken_inside_a_commit_the_parts_in_hand_are_committed_f
             yield part
 
     monkeypatch.setattr(commands_import, "parts_of", ctrl_c_at_part_100)
+    before = signal.getsignal(signal.SIGINT)   # default_int_handler, or SIG_IGN when pytest was started so
     assert main(["import", str(source), "--data-dir", str(chat), *way]) == 130
     assert "everchat: import interrupted after 101 notes; run the same command again" in capsys.readouterr().err
     assert len(notes(chat)) == 101
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert signal.getsignal(signal.SIGINT) is before  # put back
     monkeypatch.setattr(commands_import, "parts_of", real)
     assert main(["import", str(source), "--data-dir", str(chat), *way]) == 0
     assert "101 were logged before" in capsys.readouterr().out
