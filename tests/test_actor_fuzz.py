@@ -16,18 +16,20 @@ gateway's `errors`. Counters an actor's own thread bumps (`errors`, for a messag
 no handler for) are checked at the end, once the workers had something to do. Every ask
 among the frames gets its error reply. Afterwards every actor is alive and answering,
 nothing restarted, the folder is byte for byte the snapshot, and the chat still builds.
+The tests "after the fuzz" take the `fuzzed` fixture, which runs whatever fuzz test has
+not run on the shared chat yet: each test passes alone and in any order. Only
+`World.append` changes the chat (it checks that it only grew, and retakes the snapshot).
 
 Valid but wrong requests (an oversize Append, a ReadMessage past the end, a node that
 does not exist, a Register from a stranger, a Directory sent to the supervisor) get a
 clear error reply and change nothing. The planner's own cases run on fresh chats at the
-end of the file (a wrong input there must not poison the shared one).
+test_actor_wrong_input.py (a wrong input there must not poison the shared one).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import queue
 import threading
 import time
 from collections import Counter
@@ -41,7 +43,7 @@ from hypothesis import strategies as st
 
 from everchat.actors.memory import Budget
 from everchat.actors.supervisor import NodeAgent, Placement, Supervisor, SupervisorActor, actor_names, build_actor
-from everchat.transport import Actor, AskTimeout, BadFrame, Node, RemoteError, schema
+from everchat.transport import BadFrame, RemoteError, schema
 from everchat.transport import _wire as wire
 
 from schema_strategies import message_strategies
@@ -111,6 +113,35 @@ class World:
         self.replies: dict[tuple[str, int], schema.Message] = {}
         self.baseline = self.counters()
         self.snapshot = folder_bytes(chat)
+        self.messages = MESSAGES     # grows only through `append`
+        self.frames = 0              # sent by `send`
+        self.fuzzed: set[str] = set()  # the fuzz tests that ran on this world
+
+    def planned(self) -> int:
+        """The messages the planner was told of (PlannerStatus never asks the log, unlike
+        PoolIdle and SettleView, which catch up with it)."""
+        return self.supervisor.node.ask("planner", schema.PlannerStatus(), timeout=10.0).status["messages"]
+
+    def append(self, texts: list[str]) -> None:
+        """Log `texts`, see the log writer's notice reach the planner, and wait until the
+        pool is idle. Nothing but an append changes the chat: the folder is the snapshot
+        before, and the message and tree files only grow. The snapshot is then taken
+        again, so the tests after this one compare with it."""
+        assert folder_bytes(self.chat) == self.snapshot
+        assert self.planned() == self.messages
+        node = self.supervisor.node
+        first = self.messages
+        items = [schema.Append("user", text, f"append-{first + n}", [], None) for n, text in enumerate(texts)]
+        assert node.ask("log_writer", schema.AppendMany(items), timeout=10.0) == \
+            schema.AppendedMany([[first + n] for n in range(len(texts))])
+        wait_until(lambda: self.planned() == first + len(texts), 20.0, "the log writer's notice to the planner")
+        assert node.ask("planner", schema.PoolIdle(), timeout=60.0).idle
+        now = folder_bytes(self.chat)
+        for name in self.snapshot:
+            if name.startswith(("main/", "tree/")):
+                assert now[name].startswith(self.snapshot[name]) and len(now[name]) > len(self.snapshot[name])
+        self.snapshot = now
+        self.messages += len(texts)
 
     def close(self) -> None:
         for dealer in self.dealers.values():
@@ -149,11 +180,17 @@ class World:
         """Send raw frames to a process, expect them counted as `counted` (row name, field),
         and, for an ask, an ErrorReply of `reply_kind`; then check the gateway's counters."""
         self.dealers[process].send_multipart(frames)
+        self.frames += 1
         if counted is not None:
             self.expected[(process, *counted)] += 1
         if reply_kind is not None:
             self.asks[(process, request_id)] = reply_kind
         self.barrier(process)
+        self.check_gateway(process)
+
+    def check_gateway(self, process: str) -> None:
+        """The counters the gateway thread bumps are exact once a barrier is back (those an
+        actor's own thread bumps may still be on their way)."""
         actual, expected = self.grown(process, SYNC)
         gateway = (process, "gateway", "errors")
         actual[gateway] = self.rows(process)["gateway"]["errors"] - self.baseline[gateway]
@@ -260,27 +297,58 @@ def test_a_frame_over_the_size_limit_is_cut_off_by_zeromq_and_the_process_goes_o
         monitor.close(0)
         rogue.close(0)
         world.barrier(process)
-        actual, expected = world.grown(process)
-        assert actual == expected
+        world.check_gateway(process)
     assert all(child.process.poll() is None for child in world.supervisor.children.values())
 
 
 # -- the fuzz ---------------------------------------------------------------------------
 
-@FUZZ
+FUZZ_TESTS: list = []  # every fuzz test below, for the `fuzzed` fixture
+
+
+def fuzz(test):
+    """A fuzz test: hypothesis's settings, and a place in FUZZ_TESTS."""
+    test = FUZZ(test)
+    FUZZ_TESTS.append(test)
+    return test
+
+
+@pytest.fixture(autouse=True)
+def _note_the_fuzz_that_ran(request):
+    """A fuzz test that ran on the shared world is noted there: `fuzzed` runs only the others."""
+    yield
+    world = request.node.funcargs.get("world")
+    if world is not None and request.function in FUZZ_TESTS:
+        world.fuzzed.add(request.function.__name__)
+
+
+@pytest.fixture(scope="module")
+def fuzzed(world) -> int:
+    """The tests after the fuzz need it to have run, in any order and alone: this runs each
+    fuzz test that has not run on the world yet, and returns how many frames were sent to
+    the world so far."""
+    for test in FUZZ_TESTS:
+        if test.__name__ not in world.fuzzed:
+            test(world=world)
+            world.fuzzed.add(test.__name__)
+    assert world.fuzzed == {test.__name__ for test in FUZZ_TESTS}
+    return world.frames
+
+
+@fuzz
 @given(aimed, st.binary(max_size=300))
 def test_random_bytes_to_any_actor_are_dropped_and_counted_by_its_gateway(world, aim, data):
     assume(not is_request(data))
     world.send(aim[0], [data], ("gateway", "dropped_bad"))
 
 
-@FUZZ
+@fuzz
 @given(aimed, st.lists(st.binary(max_size=20), min_size=2, max_size=5))
 def test_a_request_of_several_frames_is_dropped_and_counted(world, aim, parts):
     world.send(aim[0], parts, ("gateway", "dropped_bad"))
 
 
-@FUZZ
+@fuzz
 @given(aimed, st.sampled_from(TYPES), st.data())
 def test_a_truncated_request_to_any_actor_is_dropped_and_counted(world, aim, type_name, data):
     msg = data.draw(STRATEGIES[type_name])
@@ -294,7 +362,7 @@ HUGE = [b"\xdd\xff\xff\xff\xff", b"\xdb\xff\xff\xff\xff", b"\xc6\xff\xff\xff\xff
         b"\xdd\x7f\xff\xff\xff", b"\xc6\x00\xff\xff\xff"]
 
 
-@FUZZ
+@fuzz
 @given(aimed, st.sampled_from(HUGE), st.sampled_from(["header", "target", "body", "field"]))
 def test_huge_declared_lengths_are_dropped_and_counted(world, aim, claim, where):
     head = b"\x96\x01\x00"
@@ -304,7 +372,7 @@ def test_huge_declared_lengths_are_dropped_and_counted(world, aim, claim, where)
     world.send(aim[0], [frame], ("gateway", "dropped_bad"))
 
 
-@FUZZ
+@fuzz
 @given(aimed, st.sampled_from(TYPES) | st.text(max_size=12), st.lists(values, max_size=8), st.booleans())
 def test_a_good_header_over_a_wrong_body_is_counted_against_its_actor(world, aim, type_name, fields, ask):
     """Wrong field types, wrong field counts, unknown type names."""
@@ -324,7 +392,7 @@ def test_a_good_header_over_a_wrong_body_is_counted_against_its_actor(world, aim
     world.send(process, [frame], where, "transport:BadFrame" if answered else None, rid)
 
 
-@FUZZ
+@fuzz
 @given(aimed, values)
 def test_any_object_where_a_message_goes_never_reaches_the_actor(world, aim, body):
     try:
@@ -336,7 +404,7 @@ def test_any_object_where_a_message_goes_never_reaches_the_actor(world, aim, bod
     world.send(aim[0], [frame], counted_where(frame, aim[1]))
 
 
-@FUZZ
+@fuzz
 @given(aimed, st.data(), st.booleans())
 def test_a_valid_message_the_actor_does_not_handle_is_counted_as_an_error(world, aim, data, ask):
     process, target = aim
@@ -350,7 +418,7 @@ def test_a_valid_message_the_actor_does_not_handle_is_counted_as_an_error(world,
         world.send(process, [msgpack.packb([wire.TELL, 0, target, "fuzzer", None, body])], (target, "errors"))
 
 
-@FUZZ
+@fuzz
 @given(aimed, st.sampled_from(TYPES), st.data(), st.floats(min_value=0.001, max_value=1e9) | st.just(float("inf")))
 def test_a_request_past_its_deadline_is_not_run_and_is_counted_late(world, aim, type_name, data, ago):
     """Any message, also those the actor handles (an Append, a Register, a Directory):
@@ -360,7 +428,7 @@ def test_a_request_past_its_deadline_is_not_run_and_is_counted_late(world, aim, 
     world.send(aim[0], [frame], (aim[1], "dropped_late"))
 
 
-@FUZZ
+@fuzz
 @given(aimed, st.sampled_from(["planner", "log_writer", "supervisor", "compactor.0", "node.planner", "ghost"])
        | st.text(max_size=12), st.sampled_from(TYPES), st.data())
 def test_a_tell_to_a_name_the_process_does_not_host_is_counted_by_its_gateway(world, aim, name, type_name, data):
@@ -410,10 +478,11 @@ def test_an_append_many_with_one_bad_item_logs_none_of_them(world):
     _refused(world, "log_writer", schema.AppendMany(items), "BadInput", "key must be a non-empty str")
 
 
-@pytest.mark.parametrize("i", [MESSAGES, MESSAGES + 1000, -1])
-def test_r2_reading_a_message_past_the_end_is_refused(world, i):
+@pytest.mark.parametrize("past", [0, 1000, None])
+def test_r2_reading_a_message_past_the_end_is_refused(world, past):
+    i = -1 if past is None else world.messages + past
     _refused(world, "log_writer", schema.ReadMessage(i), "BadInput",
-             f"no message {i}: the chat has ids 0 ... {MESSAGES - 1}")
+             f"no message {i}: the chat has ids 0 ... {world.messages - 1}")
 
 
 @pytest.mark.parametrize("node, text", [((-1, 0), "node(-1, 0): l and i are natural numbers"),
@@ -424,8 +493,9 @@ def test_r10_reading_a_node_that_cannot_exist_is_refused(world, node, text):
 
 
 def test_r10_saving_a_node_past_the_last_message_is_refused(world):
-    _refused(world, "log_writer", schema.SaveNodes([(0, MESSAGES, "a line")]), "BadInput",
-             f"node(0, {MESSAGES}) covers messages up to {MESSAGES}; the chat has {MESSAGES} (R10)")
+    n = world.messages
+    _refused(world, "log_writer", schema.SaveNodes([(0, n, "a line")]), "BadInput",
+             f"node(0, {n}) covers messages up to {n}; the chat has {n} (R10)")
 
 
 def test_r12_saving_a_built_node_again_with_another_text_is_refused(world):
@@ -434,11 +504,12 @@ def test_r12_saving_a_built_node_again_with_another_text_is_refused(world):
 
 
 def test_r25_a_merge_record_past_the_message_count_is_refused(world):
+    n = world.messages
     with pytest.raises(RemoteError) as caught:
-        world.supervisor.node.ask("log_writer", schema.SaveMerge([], MESSAGES + 1, False), timeout=10.0)
+        world.supervisor.node.ask("log_writer", schema.SaveMerge([], n + 1, False), timeout=10.0)
     assert caught.value.kind == "BadInput"
-    assert caught.value.text.startswith(f"t={MESSAGES + 1} must be an int in ")
-    assert caught.value.text.endswith(f" ... {MESSAGES} (t never decreases, R25)")
+    assert caught.value.text.startswith(f"t={n + 1} must be an int in ")
+    assert caught.value.text.endswith(f" ... {n} (t never decreases, R25)")
     world.expected[("log_writer", "log_writer", "errors")] += 1
     assert folder_bytes(world.chat) == world.snapshot
 
@@ -473,22 +544,28 @@ def test_a_directory_sent_to_the_supervisor_is_refused(world):
 
 
 def test_a_directory_with_one_bad_endpoint_changes_no_route(world):
-    """The good entry first: applied alone it would send the log writer's notices to
-    nowhere, which the last test (the chat still builds) would see."""
+    """The good entry first: applied alone, it would send the log writer's notices for the
+    planner to nowhere. The routes of the log writer's process cannot be read from here, so
+    they are compared by what they do: the next message's notice still reaches the planner
+    (`World.append` checks it)."""
+    node = world.supervisor.node
     with pytest.raises(RemoteError) as caught:
-        world.supervisor.node.ask("node.log_writer", schema.Directory({"planner": "ipc:///tmp/nowhere",
-                                                                       "ghost": "not an endpoint"}), timeout=10.0)
-    assert caught.value.kind == "TransportError"
+        node.ask("node.log_writer", schema.Directory({"planner": "ipc:///tmp/nowhere", "ghost": "not an endpoint"}),
+                 timeout=10.0)
+    assert (caught.value.kind, caught.value.text) == \
+        ("TransportError", "unsupported endpoint 'not an endpoint': use ipc://PATH or tcp://HOST:PORT;events=PORT;key=KEY")
     world.expected[("log_writer", "node.log_writer", "errors")] += 1
+    world.append([_text(1) + " after a bad directory"])
 
 
 # -- afterwards -----------------------------------------------------------------------------
 
-def test_after_the_fuzz_every_actor_is_alive_and_answers_and_none_restarted(world):
+def test_after_the_fuzz_every_actor_is_alive_and_answers_and_none_restarted(world, fuzzed):
+    assert fuzzed > 8 * 100, "the fuzz should have sent hundreds of frames"
     supervisor, node = world.supervisor, world.supervisor.node
     for process in world.processes:
         world.barrier(process)
-    assert node.ask("log_writer", schema.CountMessages(), timeout=10.0) == schema.MessageCount(MESSAGES)
+    assert node.ask("log_writer", schema.CountMessages(), timeout=10.0) == schema.MessageCount(world.messages)
     assert node.ask("planner", schema.PoolIdle(), timeout=10.0) == schema.Idle(True, 0, 0)
     for name, child in supervisor.children.items():
         assert (child.pid, child.process.poll(), child.restarts) == (world.pids[name], None, 0)
@@ -496,18 +573,18 @@ def test_after_the_fuzz_every_actor_is_alive_and_answers_and_none_restarted(worl
     assert live == set(targets(world)) | {(process, "gateway") for process in world.processes}
 
 
-def test_after_the_fuzz_the_chat_folder_is_byte_identical(world):
+def test_after_the_fuzz_the_chat_folder_is_byte_identical(world, fuzzed):
+    """The snapshot is the one taken after the last append (`World.append`), if any."""
+    assert fuzzed > 8 * 100, "the fuzz should have sent hundreds of frames"
     assert folder_bytes(world.chat) == world.snapshot
 
 
-def test_after_the_fuzz_every_frame_was_counted_once_every_ask_answered_and_the_chat_still_builds(world):
+def test_after_the_fuzz_every_frame_was_counted_once_every_ask_answered_and_the_chat_still_builds(world, fuzzed):
     """The workers wait in the planner for a job; two new messages give each one, and then
-    they handle what the fuzz queued behind it."""
-    node = world.supervisor.node
-    items = [schema.Append("user", _text(1) + f" after {n}", f"after-{n}", [], None) for n in range(2)]
-    assert node.ask("log_writer", schema.AppendMany(items), timeout=10.0) == \
-        schema.AppendedMany([[MESSAGES], [MESSAGES + 1]])
-    assert node.ask("planner", schema.PoolIdle(), timeout=60.0).idle
+    they handle what the fuzz queued behind it. `World.append` checks the chat grows by
+    appends only."""
+    assert fuzzed > 8 * 100, "the fuzz should have sent hundreds of frames"
+    world.append([_text(1) + f" after {n}" for n in range(2)])
 
     def all_counted():
         grown = [world.grown(process) for process in world.processes]
@@ -526,128 +603,3 @@ def test_after_the_fuzz_every_frame_was_counted_once_every_ask_answered_and_the_
     got = {key: world.replies[key] for key in world.asks}
     assert {key: reply.kind for key, reply in got.items()} == world.asks
     assert all(isinstance(reply, schema.ErrorReply) for reply in got.values())
-    assert sum(world.expected.values()) > 8 * 100, "the fuzz should have sent hundreds of frames"
-    # Append only: what was there is a prefix of what is there now.
-    now = folder_bytes(world.chat)
-    for name in world.snapshot:
-        if name.startswith(("main/", "tree/")):
-            assert now[name].startswith(world.snapshot[name]) and len(now[name]) > len(world.snapshot[name])
-
-
-# -- valid but wrong: the planner (each on a fresh chat) --------------------------------------
-
-@pytest.fixture
-def small_chat(tmp_path):
-    """A fresh chat in one process, a few messages logged and built."""
-    chat = tmp_path / "chat"
-    with Supervisor(chat, Placement("single", workers=2, summarizer="scripted"), BUDGET) as supervisor:
-        for n in range(6):
-            supervisor.node.ask("log_writer", schema.Append("user", _text(n), f"small-{n}", [], None), timeout=10.0)
-        supervisor.node.ask("planner", schema.PoolIdle(), timeout=30.0)
-        yield supervisor
-
-
-def _planner_stats(supervisor: Supervisor) -> dict:
-    return next(s.to_dict() for s in supervisor.node.statistics() if s.name == "planner")
-
-
-def test_a_built_told_for_a_node_never_handed_out_changes_nothing(small_chat):
-    before = folder_bytes(small_chat.chat)
-    small_chat.node.tell("planner", schema.Built(1, 1, "a line nobody asked for", "fuzzer"))
-    assert small_chat.node.ask("planner", schema.PoolIdle(), timeout=10.0) == schema.Idle(True, 0, 0)
-    assert folder_bytes(small_chat.chat) == before
-    assert _planner_stats(small_chat)["errors"] == 0
-
-
-def test_a_built_asked_for_a_node_never_handed_out_gets_an_error_reply(small_chat):
-    """A result the planner drops is answered with the reason when it was asked (a silent
-    drop would leave the asker waiting for its timeout)."""
-    before = folder_bytes(small_chat.chat)
-    with pytest.raises(RemoteError):
-        small_chat.node.ask("planner", schema.Built(1, 1, "a line nobody asked for", "fuzzer"), timeout=5.0)
-    assert folder_bytes(small_chat.chat) == before
-
-
-def test_r36_a_settle_view_with_a_negative_id_gets_an_error_reply(small_chat):
-    """A wait for no message is refused: answered, it would set the turn wait
-    (Planner.waiting_for) to -1, and a real turn waiting meanwhile would lose R31's
-    'only lines before its message start'."""
-    with pytest.raises(RemoteError):
-        small_chat.node.ask("planner", schema.SettleView(-1, 1.0), timeout=5.0)
-
-
-def test_a_logged_notice_that_skips_ahead_of_the_log_does_not_crash_the_planner(small_chat):
-    """A notice that does not continue the planner's count plans nothing from its lines:
-    the planner asks the log for its count instead (trusting it, it would read messages
-    the log does not have, fail, and stop)."""
-    before = folder_bytes(small_chat.chat)
-    small_chat.node.tell("planner", schema.Logged(100, ["user: from nowhere"]))
-    assert small_chat.node.ask("planner", schema.PoolIdle(), timeout=10.0) == schema.Idle(True, 0, 0)
-    # The notice was handled before PoolIdle: a handler that raised counted an error, and
-    # a planner that stopped itself is no longer listed.
-    stats = {row.name: row for row in small_chat.node.statistics()}
-    assert "planner" in stats and (stats["planner"].errors, stats["planner"].restarts) == (0, 0)
-    assert folder_bytes(small_chat.chat) == before
-
-
-def test_r31_a_next_job_told_instead_of_asked_never_takes_a_job(small_chat):
-    """A told NextJob cannot carry a job back: the job handed to it goes back first in
-    line, and the pool still goes idle."""
-    node = small_chat.node
-    node.tell("planner", schema.NextJob("fuzzer"))
-    items = [schema.Append("user", _text(1) + f" more {n}", f"more-{n}", [], None) for n in range(4)]
-    node.ask("log_writer", schema.AppendMany(items), timeout=10.0)
-    try:
-        idle = node.ask("planner", schema.PoolIdle(), timeout=10.0)
-    except AskTimeout:
-        idle = None
-    assert idle == schema.Idle(True, 0, 0)
-
-
-# -- what the planner's fix needs from the transport ------------------------------------------
-
-class Holder(Actor):
-    """Keeps every Ping's delivery, to answer it when the test says."""
-
-    def __init__(self, kept: queue.Queue) -> None:
-        super().__init__()
-        self.kept = kept
-
-    def on_ping(self, msg, delivery) -> None:
-        self.kept.put(delivery)
-
-
-def test_a_reply_to_an_asker_whose_process_is_gone_reports_false(tmp_path):
-    """`Delivery.reply` is False when the reply cannot leave: a tell, or an asker whose
-    connection dropped (here a DEALER closed before the answer). The planner needs this to
-    put back a job it handed to a worker that died (test_ops, test_r31 above)."""
-    kept: queue.Queue = queue.Queue()
-    with Node("holder", bind=f"ipc://{tmp_path}/holder") as node:
-        node.host("holder", Holder, kept)
-        node.tell("holder", schema.Ping(b"told"))
-        assert kept.get(timeout=10).reply(schema.Pong(b"told")) is False
-        ctx = zmq.Context()
-        asker = ctx.socket(zmq.DEALER)
-        asker.connect(node.endpoint)
-        asker.send(wire.request_frame(wire.ASK, 1, "holder", "asker", FAR, schema.Ping(b"here")))
-        assert kept.get(timeout=10).reply(schema.Pong(b"here")) is True
-        assert schema.from_obj(wire.parse_reply(asker.recv())[1]) == schema.Pong(b"here")
-        asker.close(0)
-        ctx.term()
-        # The ROUTER hears of a closed connection a moment later (its I/O thread): until
-        # then a reply leaves into nothing and True is all it can say. Each try is a new
-        # asker that closes before its answer; one of the first few must be told False.
-        outcomes = []
-        for attempt in range(200):
-            ctx = zmq.Context()
-            asker = ctx.socket(zmq.DEALER)
-            asker.connect(node.endpoint)
-            asker.send(wire.request_frame(wire.ASK, 2, "holder", "asker", FAR, schema.Ping(b"gone")))
-            gone = kept.get(timeout=10)
-            asker.close(0)
-            ctx.term()
-            outcomes.append(gone.reply(schema.Pong(b"gone")))
-            if outcomes[-1] is False:
-                break
-        assert outcomes[-1] is False, f"{len(outcomes)} replies to closed askers all reported True"
-        assert node.gateway_statistics().errors == 1

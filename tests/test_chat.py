@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from fractions import Fraction
 import shutil
 
 import pytest
@@ -62,14 +64,50 @@ def test_r24_a_lost_view_json_refolds_to_the_same_view(folder, seed):
         chat.verify_views()
 
 
+def _fitted_down(view: str, floor: int, messages: int, text_of) -> list[str]:
+    """R18/R19 written out here, not View.fit: from the rendered view (R14), merge the most
+    due sibling pair whose parent is built (exact dues, the leftmost on a tie) until the
+    size (R16: each line's bytes and its newline) is at most `floor` or no pair merges.
+    Returns the line names ("id+n")."""
+    lines = []
+    for line in view.splitlines()[1:-1]:                    # between <chat> and </chat>
+        head, body = line.split("|", 1)
+        first, n = map(int, head.split("+"))
+        lines.append((n.bit_length() - 1, first // n, len(line.encode()) + 1))
+    while sum(size for _, _, size in lines) > floor:
+        best = None
+        for at in range(len(lines) - 1):
+            (l, i, _), (l2, i2, _) = lines[at], lines[at + 1]
+            text = text_of(key_of(l + 1, i // 2)) if (l2, i2) == (l, i + 1) and i % 2 == 0 else None
+            if text is not None:
+                due = Fraction(messages - ((i + 2) * 2**l - 1), 2**l)
+                if best is None or due > best[0]:
+                    best = (due, at, text)
+        if best is None:
+            break
+        _, at, text = best
+        l, i, _ = lines[at]
+        head = f"{i // 2 * 2 ** (l + 1)}+{2 ** (l + 1)}|"
+        body = re.sub(r"\r\n|\r|\n", " ", text)                 # R14
+        lines[at : at + 2] = [(l + 1, i // 2, len((head + body).encode()) + 1)]
+    return [f"{i * 2**l}+{2**l}" for l, i, _ in lines]
+
+
+# A compaction floor the fit reaches with pairs left to merge, so which pairs merge first
+# matters (with SMALL's 300 bytes every built pair merges, in any order).
+WIDE = Budget(ceiling=6000, floor=3000, cceiling=2600, cfloor=2000, jobs=3)
+
+
 def test_r24_a_lost_compaction_view_restarts_as_the_view_fitted_down(folder):
-    with Chat.open(folder, create=True, budget=SMALL) as chat:
-        _drive(chat, 80, seed=9)
-        view = chat.planner.view.copy()
+    with Chat.open(folder, create=True, budget=WIDE) as chat:
+        _drive(chat, 150, seed=9)
+        view = chat.render_view()
     (folder / "compaction-view.json").unlink()
-    with Chat.open(folder, budget=SMALL) as chat:
-        view.fit(SMALL.cfloor, chat.messages, chat.planner.tree)
-        assert chat.planner.cview.ordered() == view.ordered()
+    with Chat.open(folder, budget=WIDE) as chat:
+        assert chat.render_view() == view
+        expected = _fitted_down(view, WIDE.cfloor, chat.messages, chat.node_text)
+        assert [name(key) for key in chat.planner.cview.ordered()] == expected
+        assert len(expected) < len(view.splitlines()) - 2, "the fit should have merged something"
 
 
 def test_r24_a_view_json_that_disagrees_with_the_merge_records_is_a_loud_error(folder):

@@ -198,9 +198,12 @@ def test_r37_ctrl_c_stops_the_call_and_exits_130(env, tmp_path):
         server.script(Reply(Text("never sent"), gate=gate))
         run_env = dict(env, ANTHROPIC_API_KEY="test-key", EVERCHAT_REPLY_PROVIDER="anthropic",
                        EVERCHAT_REPLY_BASE_URL=server.base_url, EVERCHAT_COMPACTION_PROVIDER="demo")
+        # The child takes SIGINT as a terminal's Ctrl-C would reach it, even when this
+        # pytest was started with SIGINT ignored (which a child inherits).
         child = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--data-dir", str(chat),
                                   "ask", "Tell me a long story."], env=run_env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+                                 stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             assert server.wait_for_requests(1, timeout=60)  # the call is running, held at the gate
             child.send_signal(signal.SIGINT)

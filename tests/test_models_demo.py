@@ -85,7 +85,18 @@ def test_a_merge_keeps_each_items_kind_and_the_persons_words_before_the_rest():
 def test_non_ascii_counts_in_bytes_and_cuts_between_characters():
     line = extractive_summary(["user: " + "Grüße aus Köln, 東京 und São Paulo. " * 40])
     assert len(line.encode()) <= 512 and line.startswith("user: Grüße aus Köln, 東京 und São Paulo.")
-    line.encode().decode()  # whole characters only
+
+
+@pytest.mark.parametrize("pad", range(3))
+def test_a_run_of_3_byte_characters_is_cut_between_characters_and_fills_the_line(pad):
+    """No sentence ends, so the line must be cut inside the run: wherever the 512th byte
+    falls in a character (the pad moves it), the cut keeps whole characters of the input
+    (no replacement character) and wastes at most one character before the ellipsis."""
+    text = "user: " + "x" * pad + "東京" * 400
+    line = extractive_summary([text])
+    kept = line.removesuffix("…")
+    assert line.endswith("…") and text.startswith(kept) and "\ufffd" not in line
+    assert 512 - 3 - 2 <= len(line.encode()) <= 512
 
 
 def test_the_summary_is_deterministic():

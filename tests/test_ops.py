@@ -6,7 +6,7 @@ console script `everchat ops --once --json` runs as a real subprocess and its ro
 checked against the supervisor's registry and the OS: every actor listed with its own
 pid, traffic counted where it went, latency fields, last message types the actor handles,
 one gateway row per process. A worker killed with SIGKILL shows one restart and its new
-pid. The table itself is a pure function of the rows (checked on fixed input), the live
+pid (on a chat of its own). The table itself is a pure function of the rows (checked on fixed input), the live
 mode redraws until interrupted, and a folder without a running chat fails clearly.
 """
 
@@ -150,8 +150,11 @@ def test_ops_table_without_json_shows_every_actor_in_a_row_of_its_own(chat):
 def test_ops_live_redraws_until_interrupted(chat):
     supervisor, home = chat
     env = dict(os.environ, EVERCHAT_HOME=str(home))
+    # SIGINT as a terminal's Ctrl-C would reach it, even when this pytest ignores SIGINT
+    # (a child inherits an ignored signal).
     process = subprocess.Popen([str(EVERCHAT), "ops", "--data-dir", str(supervisor.chat)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL)
+                               stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         seen = b""
         while seen.count(b"\x1b[H\x1b[2J") < 2:          # two screens drawn
@@ -168,13 +171,24 @@ def test_ops_live_redraws_until_interrupted(chat):
     assert screen.startswith("actor ") and "planner" in screen and "compactor.1" in screen
 
 
-def test_ops_after_kill_9_of_a_worker_shows_one_restart_and_its_new_pid(chat):
-    supervisor, home = chat
+@pytest.fixture
+def restarted(tmp_path):
+    """A chat of its own (the shared one keeps every restart count at 0) whose worker
+    compactor.0 was just killed with SIGKILL and has restarted and registered again."""
+    home = tmp_path / "ops-home"
+    with Supervisor(home / "chat", PLACEMENT, BUDGET) as supervisor:
+        talk(supervisor, 0, MESSAGES)
+        child = supervisor.children["compactor.0"]
+        old = child.pid
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: child.restarts == 1 and child.registered.is_set() and child.pid != old, 60.0,
+                   "compactor.0 restarted and registered")
+        yield supervisor, home, old
+
+
+def test_ops_after_kill_9_of_a_worker_shows_one_restart_and_its_new_pid(restarted):
+    supervisor, home, old = restarted
     child = supervisor.children["compactor.0"]
-    old = child.pid
-    os.kill(old, signal.SIGKILL)
-    wait_until(lambda: child.restarts == 1 and child.registered.is_set() and child.pid != old, 60.0,
-               "compactor.0 restarted and registered")
     rows = {row["name"]: row for row in ops_rows(supervisor.chat, home) if row["name"] != "gateway"}
     assert (rows["compactor.0"]["pid"], rows["compactor.0"]["restarts"]) == (child.pid, 1)
     assert rows["node.compactor.0"]["pid"] == child.pid == child.process.pid != old
@@ -182,13 +196,13 @@ def test_ops_after_kill_9_of_a_worker_shows_one_restart_and_its_new_pid(chat):
         [0] * (len(supervisor.children) - 1)
 
 
-def test_r30_the_chat_goes_on_right_after_a_worker_restart(chat):
+def test_r30_the_chat_goes_on_right_after_a_worker_restart(restarted):
     """R30: the killed worker's NextJob may still wait in the planner's queue of idle
     workers; a job handed to it cannot leave (`Delivery.reply` is False: the worker's
     connection is gone), so the planner puts it back first in line and the pool goes idle."""
-    supervisor, _ = chat
-    assert supervisor.children["compactor.0"].restarts == 1, "runs after the kill above"
+    supervisor, _, _ = restarted
     talk(supervisor, MESSAGES, 4, idle_timeout=30.0)
+    assert supervisor.node.ask("log_writer", schema.CountMessages(), timeout=10.0).messages == MESSAGES + 4
 
 
 # -- the table as a pure function ------------------------------------------------------------

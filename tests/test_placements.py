@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -41,25 +42,31 @@ def _texts(count: int) -> list[tuple[str, str]]:
     return out
 
 
-def _retrying(action, what: str, attempts: int = 60):
-    """Asks across a restart: the peer may be gone for a moment (PeerLost, timeout)."""
-    last = None
-    for _ in range(attempts):
+def _retrying(action, what: str, timeout: float = 120.0):
+    """Asks across a restart: the peer may be gone for a while (PeerLost, a timeout, or
+    "no actor" while a process that lost its actor exits and the supervisor restarts it,
+    after its backoff). Some of these fail at once: the retries are bounded by time."""
+    pause = threading.Event()
+    end = time.monotonic() + timeout
+    while True:
         try:
             return action()
         except (PeerLost, AskTimeout, RemoteError, ActorStopped) as error:
-            last = error
-    raise AssertionError(f"{what} kept failing: {last}")
+            if time.monotonic() > end:
+                raise AssertionError(f"{what} kept failing for {timeout} s: {error}") from error
+        pause.wait(0.05)
 
 
-def converse(supervisor: Supervisor, count: int, on_message=None) -> None:
+def converse(supervisor: Supervisor, count: int, on_append=None) -> None:
+    """Log the script, waiting for an idle pool after each message; `on_append(n)` runs as
+    soon as message n is logged, while the chat still works on it."""
     node = supervisor.node
     for n, (kind, text) in enumerate(_texts(count)):
         append = schema.Append(kind=kind, text=text, key=f"script-{n}", images=[], meta=None)
         _retrying(lambda: node.ask("log_writer", append, timeout=10.0), f"append {n}")
+        if on_append is not None:
+            on_append(n)
         _retrying(lambda: node.ask("planner", schema.PoolIdle(), timeout=30.0), f"idle after {n}")
-        if on_message is not None:
-            on_message(n)
 
 
 def folder_digest(chat: Path) -> dict:
@@ -149,19 +156,36 @@ def test_a_compactor_joins_over_tcp_from_another_host_and_the_folder_is_the_same
     assert folder_digest(chat) == baseline
 
 
+def busy_message(baseline: dict) -> int:
+    """The first message from the middle on that, once logged, gives every actor of the
+    pool work: its append ends a batch that merges (a merge record at t = n + 1, so the
+    planner saves the record and both views through the log writer) and its line needs a
+    compaction (over 512 bytes, so a worker gets a leaf job)."""
+    batches = {record["t"] - 1 for record in baseline["merges"] if record["merge"]}
+    for n in range(MESSAGES // 2, MESSAGES):
+        if n in batches and len(baseline["messages"][n]["text"].encode()) > 512:
+            return n
+    raise AssertionError("the script should have a merging message over 512 bytes after its middle")
+
+
+# The kill comes the moment the busy message's Append is answered, before the pool is
+# idle: the planner is planning it (merge record, views) through the log writer, and a
+# leaf job is on its way to a worker. (The turn runner runs no turn in this script: its
+# kill is a restart from a quiet state; test_turns_kill kills one mid-stream.)
 # The planner's kill also checks its recovery hands out the jobs that planning the
 # messages logged while it was down started (they once stayed running with no worker).
 @pytest.mark.parametrize("victim", ["log_writer", "compactor.0", "planner", "turn_runner"])
 def test_kill_9_of_any_actor_midway_is_restarted_and_the_folder_is_the_same(tmp_path, baseline, victim):
     chat = tmp_path / "chat"
+    busy = busy_message(baseline)
     with Supervisor(chat, Placement("processes", workers=2, summarizer="scripted"), BUDGET) as supervisor:
         child = supervisor.children[victim]
 
-        def kill_once(n: int) -> None:
-            if n == MESSAGES // 2:
+        def kill_while_working(n: int) -> None:
+            if n == busy:
                 os.kill(child.pid, signal.SIGKILL)
 
-        converse(supervisor, MESSAGES, kill_once)
+        converse(supervisor, MESSAGES, kill_while_working)
         assert child.restarts == 1
     assert folder_digest(chat) == baseline
 

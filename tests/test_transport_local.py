@@ -12,6 +12,7 @@ import os
 import queue
 import socket
 import threading
+import time
 
 import pytest
 
@@ -261,6 +262,9 @@ def test_only_messages_can_be_sent(node, seen):
 
 # ---- backpressure ----
 
+pause = threading.Event()  # never set: its wait is a sleep inside a deadline loop
+
+
 def block_and_fill(node: Node, seen: queue.Queue) -> threading.Event:
     """A SmallProbe (room for 2) busy behind a gate, with its mailbox full of two Built."""
     gate = threading.Event()
@@ -301,10 +305,17 @@ def test_a_full_mailbox_makes_a_block_tell_wait_for_room_and_loses_nothing(node,
         node.tell("small", Built(0, 2, "", "w"))
         done.set()
 
-    threading.Thread(target=tell).start()
-    assert not done.wait(0.2)                      # still waiting for room
+    inbox = node._mailboxes["small"].inbox          # its count of producers waiting for room
+    telling = threading.Thread(target=tell)
+    telling.start()
+    end = time.monotonic() + 10
+    while inbox._waiting != 1:                      # the tell is inside the wait, not just late
+        assert time.monotonic() < end, "the tell never waited for room"
+        pause.wait(0.005)
+    assert telling.is_alive() and not done.is_set()
     gate.set()
     assert done.wait(5)
+    assert inbox._waiting == 0
     sync(node, "small")
     assert [item[1] for item in drain(seen) if item[0] == "built"] == [0, 1, 2]
 
