@@ -2,7 +2,8 @@
 
 A chatty conversation (`tools/bench/workload.py`'s `chatty`: user messages of 40-400
 bytes, 0-5 tool rounds with results of 200 bytes to 2 KB, replies of 300-2,500 bytes) runs
-through the real session (`ChatSession`, single process, 8 compactor workers) against the
+through the real session (`ChatSession`, single process, `--jobs` compactor workers, 8 by
+default) against the
 fake model server. The person thinks `--think` seconds (real time) after each reply before
 typing the next message; every compaction call takes 1.5 ± 1 s before its first byte
 (`--compaction`, `--spread`), a turn's calls `--turn-latency`.
@@ -18,7 +19,7 @@ once); `settle_s` p50 and p95 of the planner's settle time (arrival to answer) f
 turns that waited; then a `detail` line with the run's counts.
 
     python -m everchat.tools.bench.bench_settle [--turns 36] [--think 5] [--seed 4]
-        [--compaction 1.5 --spread 1.0] [--turn-latency 0.1]
+        [--compaction 1.5 --spread 1.0] [--turn-latency 0.1] [--jobs 8]
 
 The default run takes about four minutes: `--turns` times (`--think` plus a turn).
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import statistics
 import tempfile
@@ -129,7 +131,7 @@ def _play_turn(session, turn, opened_at: dict[int, float]) -> None:
 
 
 def run(turns: int = 36, *, think: float = 5.0, compaction: float = 1.5, spread: float = 1.0,
-        turn_latency: float = 0.1, seed: int = 4) -> dict:
+        turn_latency: float = 0.1, seed: int = 4, jobs: int = 8) -> dict:
     """Play `turns` turns of the chatty workload with `think` seconds between them; the figures."""
     plan = make_workload("chatty", messages=1, seed=seed)
     while len(plan.turns) < turns:
@@ -144,8 +146,9 @@ def run(turns: int = 36, *, think: float = 5.0, compaction: float = 1.5, spread:
         server.rule(SettleRule(rule, Latency.around(compaction, spread), Latency(first_byte=turn_latency)))
         stack.enter_context(bench_env(folder, server.base_url))
         stack.enter_context(watch.installed())
+        settings = dataclasses.replace(load(), compaction_jobs=jobs)
         began = time.monotonic()
-        with ChatSession.open(load(), placement=Placement(workers=8),
+        with ChatSession.open(settings, placement=Placement(workers=jobs),
                               extra_tools=[(FETCH_TOOL, fetch)]) as session:
             for turn in plan.turns:
                 if turn.index:
@@ -166,7 +169,7 @@ def run(turns: int = 36, *, think: float = 5.0, compaction: float = 1.5, spread:
     settle_waits = [note["answered"] - note["came"] for note in waited if note["answered"] is not None]
     compactions = sum(1 for e in exchanges if rule.notes.kinds.get(e.id) == "compaction")
     return {
-        "turns": turns, "counted": len(counted), "think_s": think, "compaction_s": compaction, "spread_s": spread,
+        "turns": turns, "counted": len(counted), "jobs": jobs, "think_s": think, "compaction_s": compaction, "spread_s": spread,
         "wait_p50_s": round(percentile(waits, 0.5), 4), "wait_p95_s": round(percentile(waits, 0.95), 4),
         "wait_max_s": round(max(waits, default=0.0), 4),
         "waited_share": round(len(waited) / len(turn_settles), 4) if turn_settles else 0.0,
@@ -186,9 +189,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spread", type=float, default=1.0, help="± seconds around --compaction")
     parser.add_argument("--turn-latency", type=float, default=0.1, help="a turn call's seconds to its first byte")
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--jobs", type=int, default=8, help="compactions at once (R31, 1 to 8): fewer, a busier pool")
     args = parser.parse_args(argv)
     result = run(args.turns, think=args.think, compaction=args.compaction, spread=args.spread,
-                 turn_latency=args.turn_latency, seed=args.seed)
+                 turn_latency=args.turn_latency, seed=args.seed, jobs=args.jobs)
     for figure in ("wait_p50_s", "wait_p95_s", "waited_share", "settle_p50_s", "settle_p95_s"):
         print(json.dumps({"bench": "settle", "figure": figure, "value": result[figure]}), flush=True)
     print(json.dumps({"bench": "settle", "figure": "detail", **result}), flush=True)
