@@ -59,12 +59,11 @@ def _child(argv: list[str], env: dict, keep_out: list[int]) -> None:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # the server ignores Ctrl-C; an actor stops on it
-        for fd in keep_out:
-            os.close(fd)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)  # the server's request pipe is not the actor's to read
         os.dup2(null, 1)  # nor its answer pipe to write
-        os.close(null)
+        for fd in {null, *keep_out} - {0, 1, 2}:
+            os.close(fd)
         os.environ.clear()
         os.environ.update(env)
         sys.argv = ["everchat.actors.process", *argv]
@@ -124,13 +123,14 @@ def serve(requests: int, answers: int) -> int:
                 server = os.getpid()
                 try:
                     request = json.loads(line)
+                    argv = [*map(str, request["argv"]), "--parent", str(server)]
+                    env = {str(k): str(v) for k, v in request["env"].items()}
                     pid = os.fork()
                 except Exception as error:  # a bad request or no fork: the caller hears why
                     _write(answers, {"error": f"{type(error).__name__}: {error}"})
                     continue
                 if pid == 0:
-                    _child([*request["argv"], "--parent", str(server)], request["env"],
-                           [requests, answers, wake_r, wake_w])
+                    _child(argv, env, [requests, answers, wake_r, wake_w, selector.fileno()])
                 children.add(pid)
                 _write(answers, {"pid": pid})
         _reap(children, answers)

@@ -49,6 +49,8 @@ def test_issue9_every_actor_process_is_a_child_of_one_fork_server_that_is_the_su
         assert parent_of(server) == os.getpid()
         assert {name: parent_of(child.pid) for name, child in supervisor.children.items()} == \
             {name: server for name in supervisor.children}
+        for child in supervisor.children.values():   # the server's pipes are not theirs
+            assert [os.readlink(f"/proc/{child.pid}/fd/{fd}") for fd in (0, 1)] == ["/dev/null"] * 2
         for name in supervisor.children:
             assert supervisor.node.ask(f"node.{name}", schema.Ping(b"up"), timeout=10.0) == schema.Pong(b"up")
 
