@@ -27,6 +27,7 @@ chat, and imports only; every child makes its own node, sockets and threads afte
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import selectors
@@ -38,7 +39,8 @@ __all__ = ["main", "serve", "PRELOAD"]
 
 PRELOAD = ("everchat.actors.process", "everchat.actors.supervisor")
 """What every child would import itself: `process` and `supervisor.build_actor`, which
-imports every actor class (and through them the store, the transport and the models)."""
+imports every actor class (and through them the store, the transport and the models);
+then the model SDKs the chat's settings name (`_preload_sdks`)."""
 
 _STOP_SECONDS = 5.0
 
@@ -161,6 +163,28 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
+_SDKS = {"anthropic": "anthropic", "openai": "openai", "openai-chat": "openai"}
+
+
+def _preload_sdks() -> None:
+    """The model SDKs the chat's settings name: each worker and the turn runner import
+    theirs as they start (about half a CPU second each, so nine times over by default).
+    Settings that do not load, or an SDK that does not import, are the actors' own
+    errors, said in their words when they start: nothing is preloaded then."""
+    from everchat.actors.turn_runner import configured_settings
+
+    try:
+        settings = configured_settings()
+        modules = {_SDKS.get(role.provider) for role in (settings.reply, settings.compaction)} - {None}
+    except Exception:  # noqa: BLE001 - reported by the actors (see above)
+        return
+    for module in sorted(modules):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # reported by the actors (see above)
+            continue
+
+
 def main(argv: list[str] | None = None) -> int:
     from everchat.actors.process import die_with_parent
 
@@ -172,10 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"everchat: warning: fork server: the supervisor (pid {args.parent}) is already gone\n")
         return 1
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the actors; the supervisor stops us
-    import importlib
-
     for name in PRELOAD:
         importlib.import_module(name)
+    _preload_sdks()
     _write(1, {"ready": os.getpid()})
     return serve(0, 1)
 

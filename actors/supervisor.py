@@ -228,7 +228,7 @@ class Supervisor:
             # The fork server (issue 9) touches nothing of the chat: it imports the actors'
             # code while we take the chat, and a refused start ends it unused.
             self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
-            self._launcher.prestart()
+            self._launcher.prestart(self._child_env())
         try:
             self._take_chat()
         except BaseException:
@@ -331,17 +331,21 @@ class Supervisor:
         ]
         if self.keys is not None:
             argv += ["--keys", str(self.chat / "config")]
-        env = None
-        if self.settings is not None:
-            # The turn runner in its own process resolves the same settings (keys stay
-            # in the environment, never on a command line).
-            env = dict(os.environ, **{SETTINGS_ENV: json.dumps(settings_flags(self.settings))})
+        env = self._child_env()
         if self._launcher is None:
             self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
         try:
             child.process = self._launcher.fork(argv, env)
         finally:
             child.launched.set()  # its Register may already wait for this (see registered())
+
+    def _child_env(self) -> dict | None:
+        """The environment of the actor processes (None: ours). The turn runner in its own
+        process resolves the session's settings from it (keys stay in the environment,
+        never on a command line); the fork server reads which model SDKs to preload."""
+        if self.settings is None:
+            return None
+        return dict(os.environ, **{SETTINGS_ENV: json.dumps(settings_flags(self.settings))})
 
     def registered(self, msg: schema.Register) -> schema.Directory:
         """A process announced an actor (started by us or joining from elsewhere)."""

@@ -208,22 +208,23 @@ class Launcher:
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
-    def prestart(self) -> None:
-        """Start the fork server now, so its imports run while the caller does other work."""
-        self._fork_server()
+    def prestart(self, env: dict | None = None) -> None:
+        """Start the fork server now, so its imports run while the caller does other work;
+        `env` (None: ours) is the environment it reads the chat's settings from."""
+        self._fork_server(env)
 
     def fork(self, argv: list[str], env: dict | None, timeout: float = 60.0) -> Forked:
         """An actor process running `everchat.actors.process.main(argv)` (its `--parent`
         added by the server) with the environment `env` (None: ours), forked by the fork
         server; raises ForkServerLost when the server is gone (the next call starts another)."""
-        return self._fork_server().fork(argv, dict(os.environ) if env is None else env, timeout)
+        return self._fork_server(env).fork(argv, dict(os.environ) if env is None else env, timeout)
 
-    def _fork_server(self) -> _ForkServer:
+    def _fork_server(self, env: dict | None = None) -> _ForkServer:
         with self._server_lock:
             if self._server is None or self._server.lost:
                 command = [sys.executable, "-m", "everchat.actors.forkserver", "--parent", str(os.getpid())]
                 started: Future = Future()
-                self._jobs.put((command, None, started, {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}))
+                self._jobs.put((command, env, started, {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}))
                 self._server = _ForkServer(started.result())
             return self._server
 
