@@ -230,11 +230,7 @@ class Supervisor:
             self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
             self._launcher.prestart(self._child_env())
         try:
-            self._take_chat()
-        except BaseException:
-            self.stop()
-            raise
-        try:
+            self._take_chat()  # refused: stop() releases nothing it did not take
             self._make_run_dir()
             if self.placement.transport == "tcp":
                 self.keys = KeyStore(self.chat / "config")  # keys in config/keys/, 0600
