@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import statistics
 import tempfile
 import threading
@@ -113,7 +114,7 @@ def percentile(values: list[float], share: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered) + 0.5) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(share * len(ordered)) - 1))]
 
 
 def _play_turn(session, turn, opened_at: dict[int, float]) -> None:
