@@ -27,6 +27,7 @@ chat, and imports only; every child makes its own node, sockets and threads afte
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import os
@@ -199,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in PRELOAD:
         importlib.import_module(name)
     _preload_sdks()
+    gc.freeze()  # what we imported is shared: no child's collection walks it (or copies its pages)
     _write(1, {"ready": os.getpid()})
     return serve(0, 1)
 
