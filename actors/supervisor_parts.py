@@ -177,7 +177,9 @@ class _ForkServer:
                 forked = self._children[answer["pid"]] = Forked(answer["pid"])
                 self._answers.put(forked)
             elif "exit" in answer:
-                self._children.pop(answer["exit"]).ended(answer["code"])
+                forked = self._children.pop(answer["exit"], None)
+                if forked is not None:  # every child's pid came first; this keeps the reader alive regardless
+                    forked.ended(answer["code"])
             elif "error" in answer:
                 self._answers.put(OSError(f"the fork server could not fork: {answer['error']}"))
         # The server ended: on Linux the kernel killed its children with it; elsewhere
