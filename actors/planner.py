@@ -408,15 +408,28 @@ class PlannerActor(Actor):
         self._answer_backlog()
 
     def _next_job(self) -> schema.BuildJob | None:
-        """The first queued job R23's prefix gate lets go, with the marks it chose."""
+        """The first queued job R23's prefix gate lets go, with the marks it chose: while a
+        turn waits, the leaves it waits for first (R31, issue 9), then in start order."""
         now = time.monotonic()
-        for key in self.queue:
+        for key in self._turn_first():
             job = self._job(key)
             marks = self.gate.offer(key, prefix_chain(job.context), now)
             if marks is not None:
                 self.queue.remove(key)
                 return replace(job, mark=marks.view, closing=marks.closing)
         return None
+
+    def _turn_first(self) -> list[int]:
+        """The queue in hand-out order. The core starts only a waiting turn's leaves, but
+        jobs it started before the turn came (merges, other leaves) may still wait for a
+        worker: the turn's leaves go ahead of them, so the first free worker serves the
+        person who waits (R31: leaves first while a turn waits)."""
+        planner = self.planning.planner
+        if planner.waiting_for < 0 or len(self.queue) < 2:
+            return list(self.queue)
+        first, until = planner.waiting_since, planner.waiting_for
+        wanted = [key for key in self.queue if node_of(key)[0] == 0 and first <= node_of(key)[1] < until]
+        return wanted + [key for key in self.queue if key not in wanted]
 
     def on_response_started(self, msg: schema.ResponseStarted, delivery) -> None:
         """R23: the first response of a job started, so the prefix it wrote is readable:

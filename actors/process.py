@@ -14,10 +14,12 @@ person (P9). A joiner whose key the chat refuses fails at once (KeyRefused).
 
 It never outlives the supervisor that started it (`--parent PID`), so no orphan keeps
 the chat's lock (P16): first thing, on Linux, it asks the kernel for SIGKILL when its
-parent thread ends (`prctl(PR_SET_PDEATHSIG)`; the supervisor starts its children from
-one thread that lives as long as it does), then checks that the parent is still the one
-that started it (it may have died before the request). Elsewhere, and as a second line,
-a thread polls `getppid()` and stops the process gently once the parent has changed.
+parent thread ends (`prctl(PR_SET_PDEATHSIG)`), then checks that the parent is still the
+one that started it (it may have died before the request). Elsewhere, and as a second
+line, a thread polls `getppid()` and stops the process gently once the parent has changed.
+Its parent is the supervisor's fork server (actors/forkserver.py, issue 9: `main` runs in
+a fork of it, `--parent` the server's pid), which itself dies with the launcher thread
+of the supervisor; run by hand (or by `everchat actor`), its parent is whoever started it.
 """
 
 from __future__ import annotations

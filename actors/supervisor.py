@@ -21,9 +21,12 @@ Who may touch the chat:
 - `run/` is 0700 and every file in it 0600 whatever the umask (P5); the transport makes
   its sockets 0600 and lets in only processes of the same user.
 - Actor processes die with the supervisor (P16): each asks the kernel (Linux) to kill it
-  when the thread that started it ends, so every child is started from one thread that
-  lives as long as the supervisor (`supervisor_parts.Launcher`), never from a caller's
-  thread that may end first. Elsewhere the children poll for their parent
+  when the thread that started it ends. They are forked by one fork server
+  (actors/forkserver.py: the actors' code imported once, so all start at once, issue 9),
+  which is started from one thread that lives as long as the supervisor
+  (`supervisor_parts.Launcher`), never from a caller's thread that may end first: the
+  server dies with that thread, the actors with the server. Elsewhere the server stops
+  its children when its pipe from us closes, and they poll for their parent
   (actors/process.py).
 - Actor processes log to `run/<name>.log`, never to the terminal they share with the
   person (P9); the warning about a stopped one names its file.
@@ -39,7 +42,6 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -63,6 +65,7 @@ _BACKOFF_FIRST = 0.1
 _BACKOFF_MAX = 5.0
 _RESTART_LIMIT = 10  # restarts within _RESTART_WINDOW seconds before giving up
 _RESTART_WINDOW = 60.0
+_LAUNCH_SECONDS = 60.0  # a Register waits this long at most for its process to be known
 
 
 class GaveUp(RuntimeError):
@@ -174,6 +177,7 @@ class _Child:
     restarts: int = 0
     crashes: list[float] = field(default_factory=list)
     registered: threading.Event = field(default_factory=threading.Event)
+    launched: threading.Event = field(default_factory=threading.Event)  # `process` is set (or failed)
     gave_up: str = ""
 
 
@@ -220,11 +224,21 @@ class Supervisor:
         chat is touched, TimeoutError when an actor does not start, and ActorStopped when
         the log writer's own start failed (its log says why); a failed start leaves
         nothing running."""
-        self._take_chat()
+        if self.placement.mode == "processes":
+            # The fork server (issue 9) touches nothing of the chat: it imports the actors'
+            # code while we take the chat, and a refused start ends it unused.
+            self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
+            self._launcher.prestart(self._child_env())
         try:
+            self._take_chat()  # refused: stop() releases nothing it did not take
             self._make_run_dir()
             if self.placement.transport == "tcp":
                 self.keys = KeyStore(self.chat / "config")  # keys in config/keys/, 0600
+                for name in self.children:
+                    if name not in self.placement.remote:
+                        # Made (and authorized) here, one after another: the actors start
+                        # side by side and would each rewrite authorized_keys at once.
+                        self.keys.ensure(name)
             self.node = Node("supervisor", bind=self._endpoint("supervisor"), keys=self.keys)
             self.node.start()
             self.node.host("supervisor", SupervisorActor, self)
@@ -232,12 +246,17 @@ class Supervisor:
                 self.routes["supervisor"] = self.node.endpoint
             self._write_run_file()
             deadline = time.monotonic() + timeout
-            for child in self.children.values():
-                if child.name in self.placement.remote:
-                    continue
-                self._launch(child)
-                if not child.registered.wait(max(0.0, deadline - time.monotonic())):
-                    raise TimeoutError(f"{self}: {child.name} did not start within {timeout} s")
+            # The log writer first (the planner asks it as it starts, so it must know where
+            # it is), then every other actor at once: each is a fork of the same preloaded
+            # process, and they start side by side.
+            local = [child for child in self.children.values() if child.name not in self.placement.remote]
+            first, rest = local[:1], local[1:]
+            for wave in (first, rest):
+                for child in wave:
+                    self._launch(child)
+                for child in wave:
+                    if not child.registered.wait(max(0.0, deadline - time.monotonic())):
+                        raise TimeoutError(f"{self}: {child.name} did not start within {timeout} s")
             for name in self.placement.remote:
                 if not self.children[name].registered.wait(max(0.0, deadline - time.monotonic())):
                     raise TimeoutError(f"{self}: {name} did not join within {timeout} s")
@@ -285,6 +304,7 @@ class Supervisor:
 
     def _launch(self, child: _Child) -> None:
         child.registered.clear()
+        child.launched.clear()
         if self.placement.mode == "single":
             cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer,
                                     self.settings, self.extra_tools)
@@ -292,15 +312,13 @@ class Supervisor:
             child.host, child.pid = socket.gethostname(), os.getpid()
             child.registered.set()
             return
-        command = [
-            sys.executable, "-m", "everchat.actors.process",
+        argv = [  # everchat.actors.process's arguments; the fork server adds --parent (its own pid)
             "--name", child.name,
             "--chat", str(self.chat),
             "--supervisor", self.node.endpoint,
             "--bind", self._endpoint(child.name),
             "--budget", budget_to_json(self.budget),
             "--summarizer", self.placement.summarizer,
-            "--parent", str(os.getpid()),
             "--log", str(self.log_file(child.name)),
             # Its peers as we know them now: its actor is hosted before it registers (and
             # the planner asks the log writer as it starts).
@@ -308,23 +326,33 @@ class Supervisor:
                                     if name not in (child.name, f"node.{child.name}")}),
         ]
         if self.keys is not None:
-            command += ["--keys", str(self.chat / "config")]
-        env = None
-        if self.settings is not None:
-            # The turn runner in its own process resolves the same settings (keys stay
-            # in the environment, never on a command line).
-            env = dict(os.environ, **{SETTINGS_ENV: json.dumps(settings_flags(self.settings))})
+            argv += ["--keys", str(self.chat / "config")]
+        env = self._child_env()
         if self._launcher is None:
             self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
-        child.process = self._launcher.popen(command, env)
+        try:
+            child.process = self._launcher.fork(argv, env)
+        finally:
+            child.launched.set()  # its Register may already wait for this (see registered())
+
+    def _child_env(self) -> dict | None:
+        """The environment of the actor processes (None: ours). The turn runner in its own
+        process resolves the session's settings from it (keys stay in the environment,
+        never on a command line); the fork server reads which model SDKs to preload."""
+        if self.settings is None:
+            return None
+        return dict(os.environ, **{SETTINGS_ENV: json.dumps(settings_flags(self.settings))})
 
     def registered(self, msg: schema.Register) -> schema.Directory:
         """A process announced an actor (started by us or joining from elsewhere)."""
         parse_address(msg.endpoint)  # a bad endpoint changes no route
+        child = self.children.get(msg.name)
+        if child is None:
+            raise ValueError(f"{self}: no actor called {msg.name!r} belongs to this chat")
+        if msg.name not in self.placement.remote and self.placement.mode == "processes":
+            # A fork registers quickly: its pid may reach us after its Register.
+            child.launched.wait(_LAUNCH_SECONDS)
         with self._lock:
-            child = self.children.get(msg.name)
-            if child is None:
-                raise ValueError(f"{self}: no actor called {msg.name!r} belongs to this chat")
             if msg.name not in self.placement.remote:
                 # An actor we start registers from the process we started, and only then:
                 # anyone else's Register would reroute the chat to it.
@@ -385,7 +413,11 @@ class Supervisor:
         child.restarts += 1
         if self.placement.mode == "single":
             self.node.stop_actor(child.name)
-        self._launch(child)
+        try:
+            self._launch(child)
+        except OSError as error:  # no fork this time (the fork server was lost): the next round tries again
+            log.error("%s: could not start %s again: %s", self, child.name, error)
+            return
         if self.placement.mode == "single" and child.name.startswith("compactor."):
             self.node.tell("planner", schema.ActorRestarted(name=child.name))
 

@@ -6,6 +6,8 @@ the thread that starts the actor processes.
   supervisor can name it.
 - `Launcher` (P16): every actor process is started from one thread that lives as long as
   the supervisor, because Linux's parent-death signal follows the thread that forked.
+  It starts one fork server there (actors/forkserver.py, issue 9), which forks each actor
+  process from its preloaded imports: `Forked` is such a child as the supervisor sees it.
 """
 
 from __future__ import annotations
@@ -14,15 +16,17 @@ import fcntl
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
 
 from everchat.actors.store import ChatLocked
 
-__all__ = ["ChatLock", "Launcher", "LOCK_NAME"]
+__all__ = ["ChatLock", "Launcher", "Forked", "ForkServerLost", "LOCK_NAME"]
 
 LOCK_NAME = "supervisor.lock"  # in the chat folder, beside the store's writer.lock
 
@@ -76,6 +80,117 @@ def _lock_owner(fd: int) -> tuple[int | None, str | None]:
     return (pid if type(pid) is int else None), (host if type(host) is str else None)
 
 
+class ForkServerLost(OSError):
+    """The fork server ended (killed, or it could not start) before it answered a request."""
+
+
+class Forked:
+    """An actor process forked by the fork server, read as the supervisor reads a
+    `subprocess.Popen`: `pid`, `returncode`, `poll()`, `wait()`, `terminate()`, `kill()`.
+    The server, its parent, reaps it and tells us its exit code."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"<Forked pid={self.pid} returncode={self.returncode}>"
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"actor process {self.pid}", timeout)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:  # once told it ended, its pid may be another's
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:  # ended; its exit code is on its way
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def ended(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+
+class _ForkServer:
+    """Our side of one fork server: requests written one at a time, its answers and its
+    children's exits read by a thread of their own."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.lost = False
+        self._lock = threading.Lock()  # one request and its answer at a time
+        self._answers: queue.SimpleQueue = queue.SimpleQueue()
+        self._children: dict[int, Forked] = {}
+        self._reader = threading.Thread(target=self._read, name=f"fork-server-{process.pid}", daemon=True)
+        self._reader.start()
+
+    def fork(self, argv: list[str], env: dict, timeout: float) -> Forked:
+        with self._lock:
+            try:
+                self.process.stdin.write((json.dumps({"argv": argv, "env": env}) + "\n").encode())
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError) as error:
+                raise ForkServerLost(f"the fork server (pid {self.process.pid}) is gone: {error}") from None
+            try:
+                answer = self._answers.get(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"the fork server (pid {self.process.pid}) forked nothing within {timeout} s") \
+                    from None
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        """No more requests: the server stops what still runs and exits. One that has
+        forked nothing yet (a start that failed early) is ended at once."""
+        with self._lock:
+            idle = not self._children
+            try:
+                self.process.stdin.close()
+            except BrokenPipeError:  # it is gone already
+                pass
+        if idle:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(timeout=5)
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            answer = json.loads(line)
+            if "pid" in answer:  # made here, before the next line: its exit always finds it
+                forked = self._children[answer["pid"]] = Forked(answer["pid"])
+                self._answers.put(forked)
+            elif "exit" in answer:
+                forked = self._children.pop(answer["exit"], None)
+                if forked is not None:  # every child's pid came first; this keeps the reader alive regardless
+                    forked.ended(answer["code"])
+            elif "error" in answer:
+                self._answers.put(OSError(f"the fork server could not fork: {answer['error']}"))
+        # The server ended: on Linux the kernel killed its children with it; elsewhere
+        # they see their parent gone and stop. Either way none of them serves any more.
+        self.lost = True
+        for forked in self._children.values():
+            forked.ended(-signal.SIGKILL)
+        self._children.clear()
+        self._answers.put(ForkServerLost(f"the fork server (pid {self.process.pid}) ended"))
+
+
 class Launcher:
     """Starts the actor processes, all from one thread of its own (P16).
 
@@ -83,12 +198,37 @@ class Launcher:
     kernel means the parent *thread*: the one that forked it. Children started from the
     thread that called `start()` (which may be a short-lived worker of a front end) or from
     the monitor would die with that thread. This thread lives from the first launch until
-    `close()`, which the supervisor calls after its children have stopped."""
+    `close()`, which the supervisor calls after its children have stopped.
+
+    `fork()` starts an actor process through the fork server (issue 9), which this thread
+    starts once: the server dies with this thread and its children with it."""
 
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._server: _ForkServer | None = None
+        self._server_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
+
+    def prestart(self, env: dict | None = None) -> None:
+        """Start the fork server now, so its imports run while the caller does other work;
+        `env` (None: ours) is the environment it reads the chat's settings from."""
+        self._fork_server(env)
+
+    def fork(self, argv: list[str], env: dict | None, timeout: float = 60.0) -> Forked:
+        """An actor process running `everchat.actors.process.main(argv)` (its `--parent`
+        added by the server) with the environment `env` (None: ours), forked by the fork
+        server; raises ForkServerLost when the server is gone (the next call starts another)."""
+        return self._fork_server(env).fork(argv, dict(os.environ) if env is None else env, timeout)
+
+    def _fork_server(self, env: dict | None = None) -> _ForkServer:
+        with self._server_lock:
+            if self._server is None or self._server.lost:
+                command = [sys.executable, "-m", "everchat.actors.forkserver", "--parent", str(os.getpid())]
+                started: Future = Future()
+                self._jobs.put((command, env, started, {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}))
+                self._server = _ForkServer(started.result())
+            return self._server
 
     def __repr__(self) -> str:
         return f"<Launcher {self.thread.name} pid={os.getpid()}>"
@@ -96,17 +236,23 @@ class Launcher:
     def popen(self, command: list[str], env: dict | None) -> subprocess.Popen:
         """subprocess.Popen(command) run in the launcher's thread; its errors are raised here."""
         started: Future = Future()
-        self._jobs.put((command, env, started))
+        self._jobs.put((command, env, started, {"stdin": subprocess.DEVNULL}))
         return started.result()
 
     def close(self) -> None:
+        """The fork server first (it stops what still runs, then exits), then this thread:
+        the server's death signal follows this thread, so the thread ends last."""
+        with self._server_lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.close()
         self._jobs.put(None)
         self.thread.join(timeout=5)
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            command, env, started = job
+            command, env, started, pipes = job
             try:
-                started.set_result(subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env))
-            except BaseException as error:  # handed to the caller of popen()
+                started.set_result(subprocess.Popen(command, env=env, **pipes))
+            except BaseException as error:  # handed to the caller
                 started.set_exception(error)

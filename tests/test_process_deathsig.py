@@ -6,7 +6,8 @@ To show that the kernel, not the children's own polling, ends them, each test fr
 children (SIGSTOP) before it kills their parent: a frozen process polls nothing, but
 SIGKILL still ends it. And because the kernel's signal follows the *thread* that started a
 child, children started from a thread that then ends must live on (the supervisor starts
-them all from a thread of its own).
+them all from a thread of its own). The actors are forked by one fork server (issue 9), the
+supervisor's child: frozen too, the kernel's chain (supervisor, server, actors) still holds.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def _children(pid: int) -> list[int]:
             except (FileNotFoundError, ProcessLookupError):
                 continue
     return out
+
+
+def _family(pid: int) -> list[int]:
+    """Its children and theirs: the fork server and the actor processes it forked (issue 9)."""
+    children = _children(pid)
+    return children + [grandchild for child in children for grandchild in _children(child)]
 
 
 def wait_until(condition, timeout: float, what: str) -> None:
@@ -106,8 +113,8 @@ def test_p16_kill_9_of_ask_processes_right_after_its_input_is_logged_leaves_no_o
     try:
         call, _ = silent_model.accept()          # the turn called the model: its input is logged
         with call:
-            children = _children(ask.pid)
-            assert len(children) == 5            # log writer, planner, turn runner, 2 compactors
+            children = _family(ask.pid)
+            assert len(children) == 6            # the fork server; log writer, planner, turn runner, 2 compactors
             with ChatStore.open(chat, writer=False) as store:
                 assert store.message(store.message_count - 1).text == "a message logged just before the crash"
             freeze_then_kill_parent(ask, children)
