@@ -358,9 +358,9 @@ def _run_actors(args, data_dir: Path) -> int:
                            "and `status` work meanwhile)") from None
     except StoreError as error:
         raise CommandError(str(error)) from None
-    print(f"everchat: serving {data_dir} ({placement.mode}, {placement.workers} workers) at {supervisor.node.endpoint}",
-          flush=True)
-    try:
+    try:  # from here on a Ctrl-C, however early, stops the actors
+        print(f"everchat: serving {data_dir} ({placement.mode}, {placement.workers} workers) at "
+              f"{supervisor.node.endpoint}", flush=True)
         stop.wait()
     except KeyboardInterrupt:
         pass

@@ -23,7 +23,8 @@ def serve(env: dict, chat: Path, *flags: str) -> subprocess.Popen:
     """`everchat serve` running; returns once it printed that it serves."""
     process = subprocess.Popen([*EVERCHAT, "--demo", "--data-dir", str(chat), "serve", *flags],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True,  # SIGINT as a terminal gives it, whatever pytest inherited
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = process.stdout.readline()
     if not line.startswith("everchat: serving"):
         process.kill()
