@@ -42,7 +42,19 @@ def _state(pid: int) -> str | None:
 
 
 def _gone(pid: int) -> bool:
-    return _state(pid) in (None, "Z", "X")    # a zombie holds no lock and runs no code
+    """Ended: no process, or a zombie whose threads have all exited. A killed process's
+    main thread can be a zombie while its other threads are still exiting, and their
+    files (the chat's lock among them) are closed only when the last one is gone (a
+    loaded run once saw 'locked by its writer' right after every child showed Z)."""
+    state = _state(pid)
+    if state in (None, "X"):
+        return True
+    if state != "Z":
+        return False
+    try:
+        return os.listdir(f"/proc/{pid}/task") in ([], [str(pid)])
+    except FileNotFoundError:
+        return True
 
 
 def _children(pid: int) -> list[int]:
