@@ -178,9 +178,16 @@ class PlannerActor(Actor):
         super().on_stop()
 
     def _tick(self) -> None:
-        self._ticker = threading.Timer(1.0, lambda: self.node.tell(self.name, schema.Tick()))
+        self._ticker = threading.Timer(1.0, self._tell_tick)
         self._ticker.daemon = True
         self._ticker.start()
+
+    def _tell_tick(self) -> None:
+        """Runs in the timer's thread; a timer that fires after we stopped finds no one."""
+        try:
+            self.node.tell(self.name, schema.Tick())
+        except TransportError as error:
+            log.info("%s: no tick (%s)", self, error)
 
     # -- messages ---------------------------------------------------------------------
 
