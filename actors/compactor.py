@@ -38,18 +38,19 @@ Summarizer = Callable[[schema.BuildJob], str]
 _PULL_SECONDS = 30.0
 
 
-def configured_summarizer(on_usage: Callable | None = None, settings=None) -> Summarizer:
+def configured_summarizer(on_usage: Callable | None = None, settings=None, extra_tools: tuple = ()) -> Summarizer:
     """The compaction model of the settings (R33), with the chat's one prompt (R26);
     `on_usage(usage)` runs for each call's `models.Usage`. `settings`: the session's (a
     worker in its process); None reads the session's from the environment the supervisor
     gave this process (`SETTINGS_ENV`, so `--demo` and the model flags reach the workers
-    too), else the flag-less load."""
+    too), else the flag-less load. `extra_tools`: the `ToolSpec`s the turn runner offers
+    after the memory tools, so compactions send the very tools turns send (R26, R45)."""
     from everchat.actors.compaction import Summarizer as ModelSummarizer
     from everchat.actors.prompt import Prompt
     from everchat.actors.turn_runner import configured_settings
 
     settings = settings if settings is not None else configured_settings()
-    prompt = Prompt.make(settings.instructions())
+    prompt = Prompt.make(settings.instructions(), extra_tools=tuple(extra_tools))
     model = settings.compaction
     connection = model.connect()
     if on_usage is not None:
@@ -85,9 +86,10 @@ class CompactorWorker(Actor):
     """One compaction at a time; the handlers run in the worker's own thread."""
 
     def __init__(self, planner: str = "planner", summarizer: Summarizer | str = "configured",
-                 log_writer: str = "log_writer", settings=None) -> None:
+                 log_writer: str = "log_writer", settings=None, extra_tools: tuple = ()) -> None:
         super().__init__()
         self.settings = settings  # the session's, for the configured summarizer (None: see configured_summarizer)
+        self.extra_tools = tuple(extra_tools)  # the turn runner's ToolSpecs: one prompt for both (R26)
         self.planner = planner
         self.log_writer = log_writer
         self.summarizer = summarizer
@@ -102,7 +104,7 @@ class CompactorWorker(Actor):
             self.summarizer = scripted_summary
         elif self.summarizer == "configured":
             self.summarizer = configured_summarizer(lambda usage: self._record(report("compactions", usage)),
-                                                    self.settings)
+                                                    self.settings, self.extra_tools)
         self.node.tell(self.name, schema.PullWork())
 
     def on_pull_work(self, msg: schema.PullWork, delivery) -> None:

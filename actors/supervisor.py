@@ -104,13 +104,15 @@ def actor_names(placement: Placement) -> list[str]:
 def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "configured", settings=None,
                 extra_tools: tuple = ()):
     """The class and arguments of the actor called `name`. The turn runner takes the
-    session's `settings` (None: it reads them itself) and its extra tools."""
+    session's `settings` (None: it reads them itself) and its extra tools, `(ToolSpec,
+    handler)` pairs; the compactors take their specs."""
     if name == "log_writer":
         return LogWriter, (chat,)
     if name == "planner":
         return PlannerActor, (budget,)
-    if name.startswith("compactor."):
-        return CompactorWorker, ("planner", summarizer, "log_writer", settings)
+    if name.startswith("compactor."):  # the turn's extra tools too: compactions send its very tools (R26)
+        return CompactorWorker, ("planner", summarizer, "log_writer", settings,
+                                 tuple(spec for spec, _ in extra_tools))
     if name == "turn_runner":
         return TurnRunnerActor, (settings if settings is not None else "configured", tuple(extra_tools))
     raise ValueError(f"no actor is called {name!r}")

@@ -140,7 +140,17 @@ def test_extra_tools_follow_the_memory_tools_and_their_results_are_logged(monkey
         results = [e for e in events if isinstance(e, schema.TurnToolResult)]
         assert [(r.preview, r.is_error) for r in results] == [("HI", False), ("shout failed: KeyError: 'text'", True)]
         assert session.zoom(turn + 2, 1) == "echo: HI"
+        # A message over 512 bytes needs a compaction (R11); the script is spent, so the
+        # fake echoes from here on, for the turn and the compaction alike.
+        until_end(session, session.send("Remember the amber probe: " + "basalt and cedar " * 40))
+        session.compact(timeout=120)
     assert [tool["name"] for tool in turn_calls(fake)[0].body["tools"]] == ["zoom", "date", "shout"]
+    # R26, R45: compactions send the turns' very system prompt and tools, extra tools included.
+    compactions = [c for c in fake.model_calls if c.headers.get("x-everchat-call") == "compaction"]
+    assert compactions
+    for call in compactions:
+        assert (call.body["system"], call.body["tools"]) == (turn_calls(fake)[0].body["system"],
+                                                             turn_calls(fake)[0].body["tools"])
 
 
 def test_r37_closing_during_a_turn_stops_it_and_keeps_what_streamed(monkeypatch, tmp_path, fake):
