@@ -537,3 +537,22 @@ def test_r1_a_new_chat_is_never_made_among_other_files(tmp_path):
     for folder in ("empty", "new", "keyed"):
         with ChatStore.open(tmp_path / folder, create=True) as store:
             assert store.message_count == 0
+
+
+def test_r1_a_chat_killed_while_being_made_is_made_on_the_next_open(tmp_path):
+    """A kill inside chat.json's atomic write leaves `.chat.json.tmp.<pid>` and no chat.json:
+    the next create finishes the chat and removes the stray file; a look-alike name that is not
+    one of ours (`.notes.tmp.12`, `.chat.json.tmp.x`) still counts as someone's file."""
+    chat = tmp_path / "chat"
+    for folder in ("main", "tree"):
+        (chat / folder).mkdir(parents=True)
+    (chat / ".chat.json.tmp.4571").write_bytes(b'{"format": "everchat-ch')
+    with ChatStore.open(chat, create=True) as store:
+        assert store.message_count == 0
+    assert not (chat / ".chat.json.tmp.4571").exists()
+    for stray in (".notes.tmp.12", ".chat.json.tmp.x"):
+        other = tmp_path / stray.strip(".")
+        other.mkdir()
+        (other / stray).write_text("mine")
+        with pytest.raises(NotAChat, match="holds other files"):
+            ChatStore.open(other, create=True)

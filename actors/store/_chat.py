@@ -53,7 +53,16 @@ def foreign_entries(path: Path) -> list[str]:
     folder is missing or empty, or holds only what a chat being made leaves, like its keys)."""
     if not path.is_dir():
         return []
-    return sorted(entry.name for entry in path.iterdir() if entry.name not in _OWN_NAMES)
+    return sorted(entry.name for entry in path.iterdir() if not _is_own(entry.name))
+
+
+def _is_own(name: str) -> bool:
+    """A chat folder's own name, or the `.<own name>.tmp.<pid>` a kill inside `atomic_write` leaves
+    (a kill while the chat is being made must not turn its folder into "other files")."""
+    if name in _OWN_NAMES:
+        return True
+    stem, _, pid = name.rpartition(".tmp.")
+    return stem.startswith(".") and stem[1:] in _OWN_NAMES and pid.isdigit()
 
 
 def make_layout(path: Path, now: datetime) -> None:
