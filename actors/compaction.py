@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from everchat.actors.call_texts import RULER, TaskInfo, leaf_task, merge_task, read_task
@@ -53,6 +53,7 @@ __all__ = [
     "fallback_line",
     "final_cut",
     "follow_up",
+    "fuller_follow_up",
     "job_of",
     "leaf_task",
     "merge_task",
@@ -147,6 +148,25 @@ def follow_up(answer: str) -> str:
     )
 
 
+SHORT_LINE = LINE_LIMIT // 4
+"""R47 (our choice): a line under a quarter of the limit is "far under" it."""
+
+
+def had_more_to_say(job_input: Sequence[str]) -> bool:
+    """R47: the input of a node holds more than one line's worth (its bytes, joined as in
+    R11, exceed the limit), so a line far under the limit left something out."""
+    return len("\n".join(job_input).encode()) > LINE_LIMIT
+
+
+def fuller_follow_up(answer: str) -> str:
+    """R47: the one follow-up for a line far under the limit when the input had more to say."""
+    return (
+        f"That line is {len(answer.encode())} bytes, far under the limit of {LINE_LIMIT}, and the input has more "
+        f"to say. Use the space up to the limit: write the line again with more of what matters, in at most "
+        f"{LINE_LIMIT} bytes. Answer with the line alone."
+    )
+
+
 def clean_answer(text: str) -> str:
     """R29: without a stray `id+n|` head and surrounding whitespace; line breaks become
     spaces (R14), which never makes it longer."""
@@ -221,6 +241,7 @@ class Compaction:
         self.tries = 0
         self.best: str | None = None  # the shortest answer over the limit so far
         self.line: str | None = None  # an answer within the limit
+        self._asked_fuller = False  # R47's one follow-up was sent
         self.done = False
 
     def __repr__(self) -> str:
@@ -255,12 +276,26 @@ class Compaction:
             if reply.tool_calls:  # answer the calls, so the conversation stays well formed
                 results = [ToolResultBlock.of_text(call.id, _NO_TOOLS, is_error=True) for call in reply.tool_calls]
                 self._after += [Message("assistant", tuple(reply.blocks)), Message("user", tuple(results))]
-            self.done = self.tries >= MAX_TRIES
+            self.done = self.tries >= MAX_TRIES or self.line is not None  # after R47's follow-up: keep the line
             return
         size = len(text.encode())
         if size <= LINE_LIMIT:
+            if self.line is not None and size <= len(self.line.encode()):
+                self.done = True  # R47's follow-up gave no fuller line: keep the first
+                return
             self.line = text
-            self.done = True
+            # R47 (our choice): once, a line far under the limit whose input had more to say
+            # is asked again; the fuller answer (still within the limit) is kept.
+            # Not after R29's shortening: that answer was cut down on request.
+            self.done = (self._asked_fuller or self.best is not None or size >= SHORT_LINE
+                         or self.tries >= MAX_TRIES or not had_more_to_say(self.job.input))
+            if not self.done:
+                self._asked_fuller = True
+                self._after += [Message("assistant", (TextBlock(text),)),
+                                Message("user", (TextBlock(fuller_follow_up(text)),))]
+            return
+        if self.line is not None:
+            self.done = True  # R47's follow-up went over the limit: the first line stands
             return
         if self.best is not None and size >= len(self.best.encode()):
             self.done = True  # not shorter than the best so far: stop early

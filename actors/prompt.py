@@ -86,6 +86,8 @@ references; do not summarize it.
 - Spend the bytes by value: first the person's own words, near verbatim; then lasting \
 effects and failures, with their reasons; then findings, open questions and replies; then \
 tool steps. Name minor items briefly rather than drop them.
+- Use the space up to the limit when the input has more to say: a line far under 512 \
+bytes loses for good what it left out.
 - Copy names, numbers, ids, paths and error messages exactly. Tag each item with its kind \
 (user:, everchat:, tool:, echo:, work:, note:) and credit every quote to its author.
 - Never make anything look further along than it was: a plan is not a result, an attempt \

@@ -47,7 +47,7 @@ from everchat.actors.models import (
 from everchat.actors.prompt import Prompt
 
 PROMPT = Prompt.make()
-LEAF_TEXT = "user: please keep the deploy key at /etc/deploy/key.pem, it expires 2026-11-01 " + "x" * 600
+LEAF_TEXT = "user: please keep the deploy key at /etc/deploy/key.pem, it expires 2026-11-01"
 LEAF = CompactionJob(0, 12, tuple(f"{k}+1|line {k}" for k in range(12)), (LEAF_TEXT,))
 MERGE = CompactionJob(2, 3, tuple(f"{k}+1|line {k}" for k in range(5)), ("12+2|left half", "14+2|right half"))
 
@@ -217,6 +217,40 @@ def test_r29_an_answer_not_shorter_than_the_best_ends_the_tries():
 def test_r29_at_most_five_tries_and_the_shortest_answer_is_kept_cut_to_512():
     line, requests = run(LEAF, "a" * 900, "b" * 800, "c" * 700, "d" * 600, "e" * 550)
     assert len(requests) == MAX_TRIES == 5 and line == "e" * 512
+
+
+LONG_LEAF = CompactionJob(0, 3, (), ("user: " + "the build on ci-7 fails in step 4 of 9 because /opt/cache is full; " * 12,))
+
+
+def test_r47_a_line_far_under_the_limit_for_an_input_with_more_to_say_is_asked_again_once():
+    short, fuller = "user: ci-7 build fails", "user: ci-7 build fails in step 4 of 9: /opt/cache is full " * 3
+    line, requests = run(LONG_LEAF, short, fuller)
+    assert line == fuller.strip() and len(requests) == 2
+    first, answer, again = requests[1].messages
+    assert answer.role == "assistant" and answer.content[0].text == short
+    text = again.content[0].text
+    assert f"{len(short)} bytes" in text and "Use the space up to the limit" in text
+
+
+def test_r47_the_follow_up_is_sent_once_and_a_shorter_or_overlong_answer_keeps_the_first_line():
+    for second in ("user: ci-7", "x" * 700, ""):
+        line, requests = run(LONG_LEAF, "user: ci-7 build fails", second)
+        assert line == "user: ci-7 build fails" and len(requests) == 2
+    line, requests = run(LONG_LEAF, "user: ci-7 build fails", "user: ci-7 build fails, cache full")
+    assert line == "user: ci-7 build fails, cache full" and len(requests) == 2  # fuller, still short: no third
+
+
+def test_r47_no_follow_up_when_the_line_uses_a_quarter_of_the_limit_or_the_input_fits_a_line():
+    assert len(run(LONG_LEAF, "u" * 128)[1]) == 1  # a quarter of 512: not far under
+    assert len(run(LONG_LEAF, "u" * 600, "user: ci-7")[1]) == 2  # cut down on R29's request: kept
+    assert len(run(LEAF, "user: deploy key")[1]) == 1  # LEAF's input is under 512 bytes: nothing more to say
+    merge = CompactionJob(2, 3, (), ("12+2|" + "l" * 300, "14+2|" + "r" * 300))
+    line, requests = run(merge, "l and r", "l" * 100 + " and " + "r" * 100)
+    assert len(requests) == 2 and line.startswith("l" * 100)  # a merge of 610 bytes had more to say
+
+
+def test_r47_the_system_prompt_asks_to_use_the_space_up_to_the_limit():
+    assert "Use the space up to the limit" in PROMPT.system
 
 
 @pytest.mark.parametrize("non_answer", ["", "   \n ", ("tool",), ("think",)])

@@ -21,7 +21,7 @@ PROMPT = Prompt.make()
 WIRES = ["anthropic", "openai", "openai-chat"]
 API = {"anthropic": "anthropic", "openai": "responses", "openai-chat": "chat"}
 CONTEXT = tuple(f"{k}+1|user: line {k} about the build" for k in range(10))
-LEAF = CompactionJob(0, 10, CONTEXT, ("user: " + "please keep this in mind " * 40,))
+LEAF = CompactionJob(0, 10, CONTEXT, ("user: " + "please keep this in mind " * 20,))
 
 
 @pytest.fixture(scope="module")
@@ -127,9 +127,9 @@ def test_r23_on_anthropic_the_marks_sit_where_the_rule_says_and_the_next_compact
     with connect("anthropic", api_key="test-key", base_url=server.base_url, max_retries=0) as claude:
         server.script("first line", "second line", "third line", "fourth line")
         run(claude)
-        run(claude, CompactionJob(0, 11, CONTEXT, ("user: " + "something else entirely " * 40,)))
-        run(claude, CompactionJob(0, 12, longer, ("user: " + "and now another one " * 40,)))
-        run(claude, CompactionJob(0, 0, (), ("user: " + "no context at all " * 40,)))
+        run(claude, CompactionJob(0, 11, CONTEXT, ("user: " + "something else entirely " * 20,)))
+        run(claude, CompactionJob(0, 12, longer, ("user: " + "and now another one " * 20,)))
+        run(claude, CompactionJob(0, 0, (), ("user: " + "no context at all " * 20,)))
     first, second, third, bare = server.model_calls
     body = first.body
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}

@@ -9,7 +9,7 @@ R27-R31, R33, R35-R37, R40, R41, R44 and R51 have at least one. Rules without on
 (thoughts never reach the store: there is no line that logs them to flip), R26/R34/R45/R49
 (prompt and request wording, pinned word for word by test_prompt and test_compaction_wire),
 R32/R52 (no scan exists to put back), R38/R39 (not built), R42/R50 (covered by the restart
-and refold mutants: nothing rebuilds the view by another rule), R43/R46/R47 (mistakes with
+and refold mutants: nothing rebuilds the view by another rule), R43/R46 (mistakes with
 no line of their own: R46's cut is `r29-final-cut-513`).
 """
 
@@ -109,6 +109,10 @@ MUTANTS = (
       (COMPACTION,)),
     M("r29-stop-only-when-longer", "R29: a follow-up that is not shorter ends the tries", "actors/compaction.py",
       "size >= len(self.best.encode())", "size > len(self.best.encode())", (COMPACTION,)),
+    M("r47-no-fuller-line", "R47: a line far under 512 bytes is asked again when there was more to say",
+      "actors/compaction.py", "SHORT_LINE = LINE_LIMIT // 4", "SHORT_LINE = 0", (COMPACTION,)),
+    M("r47-fuller-line-at-any-input", "R47: only an input with more than a line's worth is asked again",
+      "actors/compaction.py", "> LINE_LIMIT\n", ">= 0\n", (COMPACTION,)),
     M("r23-view-mark-one-block-late", "R23: a cache mark on the last whole block of the view",
       "actors/compaction.py", "cache=k == mark - 1 or", "cache=k == mark or", (COMPACTION,)),
     M("r30-failure-cap-4", "R30: the third failed call builds the node from its input", "actors/compaction.py",
