@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -47,6 +46,7 @@ from everchat.transport import BadFrame, RemoteError, schema
 from everchat.transport import _wire as wire
 
 from schema_strategies import message_strategies
+from polling import folder_bytes, message_text, wait_until
 
 BUDGET = Budget(ceiling=4000, floor=2000, cceiling=1500, cfloor=800, jobs=2)
 PLACEMENT = Placement("processes", workers=2, summarizer="scripted")
@@ -60,28 +60,7 @@ TYPES = sorted(schema.types())
 STRATEGIES = {cls.type_name: strategy for cls, strategy in message_strategies().items()}
 
 
-def _text(n: int) -> str:
-    return f"m{n} " + ("a long message about amber-42 and path/to/file.py " * 16 if n % 3 else "short note")
 
-
-def folder_bytes(chat: Path) -> dict[str, bytes]:
-    """Every file of the chat folder but the sockets in run/: messages, nodes and merge
-    records, view.json, compaction-view.json, the index, chat.json."""
-    return {str(path.relative_to(chat)): path.read_bytes() for path in sorted(chat.rglob("*"))
-            if path.is_file() and path.relative_to(chat).parts[0] != "run"}
-
-
-def wait_until(condition, timeout: float, what: str):
-    """Poll `condition` (a callable returning a truthy value when done) every 20 ms."""
-    pause = threading.Event()
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        pause.wait(0.02)
 
 
 class World:
@@ -228,7 +207,7 @@ def world(tmp_path_factory):
     try:
         node = supervisor.node
         for n in range(MESSAGES):
-            node.ask("log_writer", schema.Append("user", _text(n), f"fuzz-{n}", [], None), timeout=10.0)
+            node.ask("log_writer", schema.Append("user", message_text(n), f"fuzz-{n}", [], None), timeout=10.0)
         node.ask("planner", schema.PoolIdle(), timeout=30.0)
         world = World(supervisor, chat)
         assert any(key.startswith("tree/") for key in world.snapshot), "the chat should have built nodes"
@@ -555,7 +534,7 @@ def test_a_directory_with_one_bad_endpoint_changes_no_route(world):
     assert (caught.value.kind, caught.value.text) == \
         ("TransportError", "unsupported endpoint 'not an endpoint': use ipc://PATH or tcp://HOST:PORT;events=PORT;key=KEY")
     world.expected[("log_writer", "node.log_writer", "errors")] += 1
-    world.append([_text(1) + " after a bad directory"])
+    world.append([message_text(1) + " after a bad directory"])
 
 
 # -- afterwards -----------------------------------------------------------------------------
@@ -584,7 +563,7 @@ def test_after_the_fuzz_every_frame_was_counted_once_every_ask_answered_and_the_
     they handle what the fuzz queued behind it. `World.append` checks the chat grows by
     appends only."""
     assert fuzzed > 8 * 100, "the fuzz should have sent hundreds of frames"
-    world.append([_text(1) + f" after {n}" for n in range(2)])
+    world.append([message_text(1) + f" after {n}" for n in range(2)])
 
     def all_counted():
         grown = [world.grown(process) for process in world.processes]

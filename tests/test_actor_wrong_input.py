@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
-from pathlib import Path
 
 import pytest
 import zmq
@@ -20,31 +18,13 @@ from everchat.actors.supervisor import Placement, Supervisor
 from everchat.transport import Actor, AskTimeout, Node, RemoteError, schema
 from everchat.transport import _wire as wire
 
+from polling import folder_bytes, message_text, wait_until
+
 BUDGET = Budget(ceiling=4000, floor=2000, cceiling=1500, cfloor=800, jobs=2)
 FAR = 4e9                                        # a deadline nobody reaches (wall clock, 2096)
 
 
-def _text(n: int) -> str:
-    return f"m{n} " + ("a long message about amber-42 and path/to/file.py " * 16 if n % 3 else "short note")
 
-
-def folder_bytes(chat: Path) -> dict[str, bytes]:
-    """Every file of the chat folder but the sockets in run/."""
-    return {str(path.relative_to(chat)): path.read_bytes() for path in sorted(chat.rglob("*"))
-            if path.is_file() and path.relative_to(chat).parts[0] != "run"}
-
-
-def wait_until(condition, timeout: float, what: str):
-    """Poll `condition` (a callable returning a truthy value when done) every 20 ms."""
-    pause = threading.Event()
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        pause.wait(0.02)
 
 
 # -- valid but wrong: the planner (each on a fresh chat) --------------------------------------
@@ -55,7 +35,7 @@ def small_chat(tmp_path):
     chat = tmp_path / "chat"
     with Supervisor(chat, Placement("single", workers=2, summarizer="scripted"), BUDGET) as supervisor:
         for n in range(6):
-            supervisor.node.ask("log_writer", schema.Append("user", _text(n), f"small-{n}", [], None), timeout=10.0)
+            supervisor.node.ask("log_writer", schema.Append("user", message_text(n), f"small-{n}", [], None), timeout=10.0)
         supervisor.node.ask("planner", schema.PoolIdle(), timeout=30.0)
         yield supervisor
 
@@ -93,7 +73,7 @@ def test_r36_a_settle_view_with_a_negative_id_gets_an_error_reply(tmp_path):
     with Node("test") as node:
         node.host("log_writer", LogWriter, tmp_path / "chat")
         node.host("planner", PlannerActor, BUDGET)
-        node.ask("log_writer", schema.Append("user", _text(1), "long", [], None), timeout=10.0)
+        node.ask("log_writer", schema.Append("user", message_text(1), "long", [], None), timeout=10.0)
         planner = node._mailboxes["planner"].actor   # the actor object: only for its state
 
         def turn_wait() -> tuple:
@@ -133,7 +113,7 @@ def test_r31_a_next_job_told_instead_of_asked_never_takes_a_job(small_chat):
     line, and the pool still goes idle."""
     node = small_chat.node
     node.tell("planner", schema.NextJob("fuzzer"))
-    items = [schema.Append("user", _text(1) + f" more {n}", f"more-{n}", [], None) for n in range(4)]
+    items = [schema.Append("user", message_text(1) + f" more {n}", f"more-{n}", [], None) for n in range(4)]
     node.ask("log_writer", schema.AppendMany(items), timeout=10.0)
     try:
         idle = node.ask("planner", schema.PoolIdle(), timeout=10.0)

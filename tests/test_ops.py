@@ -18,8 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +27,8 @@ from everchat.actors.supervisor import (NodeAgent, Placement, Supervisor, Superv
                                         build_actor)
 from everchat.frontends.ops import render_table
 from everchat.transport import schema
+
+from polling import message_text, wait_until
 
 EVERCHAT = Path(sys.executable).parent / "everchat"      # the installed console script
 BUDGET = Budget(ceiling=4000, floor=2000, cceiling=1500, cfloor=800, jobs=2)
@@ -52,23 +52,12 @@ def ops_rows(chat: Path, home: Path) -> list[dict]:
     return json.loads(lines[0])
 
 
-def wait_until(condition, timeout: float, what: str):
-    pause = threading.Event()
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        pause.wait(0.02)
-
-
-def _text(n: int) -> str:
-    return f"m{n} " + ("a long message about amber-42 and path/to/file.py " * 16 if n % 3 else "short note")
 
 
 def talk(supervisor: Supervisor, start: int, count: int, idle_timeout: float = 60.0) -> None:
     node = supervisor.node
     for n in range(start, start + count):
-        node.ask("log_writer", schema.Append("user", _text(n), f"ops-{n}", [], None), timeout=10.0)
+        node.ask("log_writer", schema.Append("user", message_text(n), f"ops-{n}", [], None), timeout=10.0)
     assert node.ask("planner", schema.PoolIdle(), timeout=idle_timeout).idle
 
 
