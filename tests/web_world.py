@@ -86,6 +86,7 @@ def web(tmp_path):
     token = load_token(home)
     session = ChatSession.open(settings)
     try:
+        session.status()  # every actor answers: what they write as they start is written
         app = make_app(session, settings, WebConfig(home=home, token=token, port=0, clock=clock, workers=4))
         running = start_in_thread(app, "127.0.0.1", 0)
     except BaseException:
