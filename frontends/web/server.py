@@ -2,7 +2,8 @@
 aiohttp application; `start_in_thread` runs it on a loop of its own.
 
 Checks run as middlewares in a fixed order (STYLE 13), outermost first:
-1. `_errors`: every refusal and failure becomes JSON `{"error": "…"}` with its status;
+1. `_errors`: every refusal and failure becomes JSON `{"error": "…"}` with its status (an
+   actor that does not answer: 503; a bug: 500, its traceback logged);
 2. `_host`: the Host header names this server, else 421 (DNS rebinding);
 3. `_session`: every `/api/` route but the two that make a session needs the cookie, else 401;
 4. `_origin`: POST, DELETE and the WebSocket upgrade come from this server's own origin, else 403;
@@ -115,6 +116,9 @@ async def _errors(request: web.Request, handler):
     except TransportError as error:
         log.warning("%s %s: the chat did not answer: %s", request.method, request.path, error)
         return _error(503, f"the chat did not answer: {error}")
+    except Exception as error:  # a bug of ours: one line for the page, the traceback in the log
+        log.exception("%s %s failed", request.method, request.path)
+        return _error(500, f"internal error: {type(error).__name__}: {error}")
 
 
 @web.middleware
@@ -619,8 +623,11 @@ class Running:
             return
         self._ready.set()
         self.loop.run_forever()
-        self.loop.run_until_complete(self._runner.cleanup())
-        self.loop.close()
+        try:
+            self.loop.run_until_complete(self._runner.cleanup())
+            self.loop.run_until_complete(self.loop.shutdown_default_executor())
+        finally:
+            self.loop.close()
 
     async def _start(self) -> None:
         self._runner = web.AppRunner(self.app, shutdown_timeout=5.0, handle_signals=False, access_log=None)
