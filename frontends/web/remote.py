@@ -228,8 +228,8 @@ class RemoteSession:
                                            timeout=aiohttp.ClientTimeout(total=None, sock_connect=CALL_SECONDS))
         route = "/api/pair/redeem" if self.link.pairing else "/api/session"
         field = "code" if self.link.pairing else "token"
-        answer, response = await self._request("POST", route, payload={field: self.link.secret, "name": self.name},
-                                               raw=True)
+        _, response = await self._request("POST", route, payload={field: self.link.secret, "name": self.name},
+                                          raw=True)
         morsel = response.cookies.get(COOKIE)
         if morsel is None or not morsel.value:
             raise ConnectError(f"{self.link.origin} gave no session cookie: is it `everchat web`?")
@@ -272,16 +272,21 @@ class RemoteSession:
             answer = json.loads(body) if body else {}
         except ValueError:
             answer = {"error": f"not JSON ({response.content_type})"}
-        if response.status == 401 or (response.status == 403 and route in ("/api/session", "/api/pair/redeem")):
+        if response.status < 400:
+            return (answer, response) if raw else answer
+        reason = answer.get("error") if isinstance(answer, dict) else None
+        reason = str(reason or response.reason or "refused")
+        if response.status == 403 and route == "/api/pair/redeem" and "cross-site" not in reason:
+            raise SessionRevoked("the pairing code was used or has expired: make a new one on the page")
+        if response.status == 401 or (response.status == 403 and route == "/api/session" and "cross-site" not in reason):
             self._end(SessionRevoked())
             raise self._ended
-        if response.status >= 400:
-            reason = answer.get("error") if isinstance(answer, dict) else None
-            reason = reason or response.reason or "refused"
-            if response.status == 400 and route in ("/api/zoom_text", "/api/date"):
-                raise ZoomError(reason)
-            raise ConnectError(f"{route}: {reason} ({response.status})")
-        return (answer, response) if raw else answer
+        if response.status == 421:
+            raise ConnectError(f"{self.link.origin} does not answer to the name {self.link.base.host} (421 {reason}): "
+                               f"start it with --allow-host {self.link.base.host}, or use 127.0.0.1 on its host")
+        if response.status == 400 and route in ("/api/zoom_text", "/api/date"):
+            raise ZoomError(reason)
+        raise ConnectError(f"{route}: {reason} ({response.status})")
 
     # -- the live events -------------------------------------------------------------------------
 
