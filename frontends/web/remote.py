@@ -173,7 +173,6 @@ class RemoteSession:
         self.link = link
         self.name = name or f"everchat connect on {socket.gethostname()}"
         self.me: dict = {}
-        self.last_status: dict = {}  # the latest `status` event's figures
         self._cookie: str | None = None
         self._run: str | None = None
         self._last = 0               # the id of the last event taken from the socket
@@ -320,17 +319,18 @@ class RemoteSession:
                             self._frame(frame)
                     code = ws.close_code
             except aiohttp.WSServerHandshakeError as error:
-                if error.status in (401, 403):
-                    failure = SessionRevoked()
+                if error.status in (401, 403, 421):  # refused for good: the session ends, in words
+                    failure = SessionRevoked() if error.status == 401 else ConnectError(
+                        f"the live events at {self.link.origin} were refused ({error.status} {error.message})")
                     self._end(failure)
                     if not ready.done():
                         ready.set_exception(failure)
                     return
-                failure = ConnectError(f"the live events at {self.link.origin} were refused: {error.status} "
-                                       f"{error.message}")
                 if not ready.done():
-                    ready.set_exception(failure)
+                    ready.set_exception(ConnectError(f"the live events at {self.link.origin} were refused: "
+                                                     f"{error.status} {error.message}"))
                     return
+                log.info("%s: the live socket was refused (%s); trying again", self, error.status)
             except (aiohttp.ClientError, OSError, ValueError) as error:
                 if not ready.done():
                     ready.set_exception(ConnectError(f"cannot reach the live events at {self.link.origin}: {error}"))
@@ -368,9 +368,7 @@ class RemoteSession:
         if int(frame["id"]) <= self._last:
             return  # seen before the drop
         self._last = int(frame["id"])
-        if kind == "status":
-            self.last_status = {key: value for key, value in frame.items() if key not in ("id", "type")}
-        elif kind == "user":
+        if kind == "user":
             self._events.put(frame)  # sorted out by `next_event`, which can wait for our own ids
         else:
             try:
