@@ -307,16 +307,50 @@ def pane(tmp_path):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_r36_everchat_connect_in_tmux_sends_prints_the_demo_reply_and_ends_when_revoked(demo_web, pane, tmp_path):
-    pane.start(str(EVERCHAT), "connect", demo_web.link)
+class WebProcess:
+    """`everchat --demo web --no-browser --port 0` as a real process of the test's own."""
+
+    def __init__(self, home: Path) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("EVERCHAT_")
+               and key not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DISPLAY", "WAYLAND_DISPLAY")}
+        env["EVERCHAT_HOME"] = str(home)
+        self.process = subprocess.Popen([str(EVERCHAT), "--demo", "web", "--no-browser", "--port", "0"], env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()  # the one link line, once it listens
+        assert line.startswith("everchat: the chat is at http://127.0.0.1:"), (line, self.process.stderr.read())
+        self.link = line.removeprefix("everchat: the chat is at ").strip()
+        self.url, self.token = self.link.split("#")
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        return self.process.stderr.read()
+
+
+@pytest.fixture
+def web_process(tmp_path):
+    web = WebProcess(tmp_path / "server-home")
+    yield web
+    web.stop()
+
+
+def test_r36_everchat_connect_in_tmux_sends_prints_the_demo_reply_and_ends_when_revoked(web_process, pane, tmp_path):
+    pane.start(str(EVERCHAT), "connect", web_process.link)
     screen = pane.wait("mem 0B/128K · demo")
     assert "0 messages so far · /help lists the commands" in screen
-    assert demo_web.token not in screen
+    assert web_process.token not in screen
     pane.type("Remember that the code word is amber-42.")
     pane.wait("Noted as message 0.", idle=True)
     pane.type("/zoom 0")
     pane.wait("› /zoom 0\nuser: Remember that the code word is amber-42.")
-    page = Page(demo_web)
+    pane.type("/compact")
+    pane.wait("/compact works only where the chat runs")
+    page = Page(web_process)
     try:
         page.revoke(f"everchat connect on {socket.gethostname()}")
     finally:
@@ -324,3 +358,4 @@ def test_r36_everchat_connect_in_tmux_sends_prints_the_demo_reply_and_ends_when_
     screen = pane.wait("[exit 1]")
     assert f"everchat: {REVOKED}" in screen
     assert not (tmp_path / "client-home").exists()  # no chat folder, no keys, nothing written
+    assert web_process.stop() == ""  # the server said nothing on stderr: no warning, no error
