@@ -7,6 +7,7 @@ connect` as a real process in a tmux pane."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -241,6 +242,36 @@ def test_a_session_revoked_from_a_page_ends_connect_with_one_clear_line(demo_web
     finally:
         remote.close()
         page.close()
+
+
+def test_r9_an_image_from_connect_is_uploaded_and_a_page_sees_its_digest(demo_web, tmp_path):
+    image = tmp_path / "dot.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(64)))
+    page = Page(demo_web)
+    remote = RemoteSession.connect(demo_web.link)
+    try:
+        turn = remote.send("What is in this picture?", [image])
+        (user,) = [frame for frame in page.frames_until_end(turn) if frame["type"] == "user"]
+        (digest,) = user["message"]["images"]
+        assert digest == hashlib.sha256(image.read_bytes()).hexdigest()  # R9: assets are named by their SHA-256
+    finally:
+        remote.close()
+        page.close()
+
+
+def test_a_pairing_link_gives_connect_a_session_once(demo_web):
+    page = Page(demo_web)
+    try:
+        link = page.call(page.post("/api/pair", {}))["link"]
+    finally:
+        page.close()
+    remote = RemoteSession.connect(link)
+    try:
+        assert remote.note("paired") == 0
+    finally:
+        remote.close()
+    with pytest.raises(SessionRevoked, match="^the pairing code was used or has expired"):
+        RemoteSession.connect(link)
 
 
 def test_a_wrong_token_is_the_same_clear_line(demo_web):

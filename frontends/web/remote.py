@@ -48,7 +48,7 @@ from yarl import URL
 from everchat.actors.planning import ZoomError
 from everchat.transport import schema
 
-__all__ = ["ConnectError", "LinkError", "RemoteSession", "SessionRevoked", "UserMessage", "parse_link"]
+__all__ = ["ConnectError", "Link", "LinkError", "RemoteSession", "SessionRevoked", "UserMessage", "event_of", "parse_link"]
 
 log = logging.getLogger("everchat.connect")
 
