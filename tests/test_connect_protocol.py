@@ -41,6 +41,7 @@ class FakeWeb:
         self.messages = 0
         self.running: int | None = None
         self.reconnect_gate: asyncio.Event | None = None
+        self.answer_gate: asyncio.Event | None = None  # set: /api/send answers only once it opens
         self.connected = threading.Condition()
         self.connections = 0
         self.loop = asyncio.new_event_loop()
@@ -174,6 +175,7 @@ class FakeWeb:
 
     async def h_send(self, request):
         body = await request.json()
+        answer_gate = self.answer_gate
         self.sent.append(body)
         ident, self.messages = self.messages, self.messages + 1
         message = {"id": ident, "kind": "user", "text": body["text"], "date": "2026-12-03T17:00:00Z",
@@ -184,6 +186,8 @@ class FakeWeb:
             self._emit({"type": "started", "turn": ident})
         else:
             self._emit({"type": "user", "turn": self.running, "message": message})
+        if answer_gate is not None:  # the `user` event goes out before the answer
+            await answer_gate.wait()
         return web.json_response({"id": ident})
 
     def other_client_sends(self, text: str) -> None:
@@ -343,6 +347,39 @@ def test_r36_a_message_of_ours_during_a_turn_joins_it_and_another_clients_shows_
     server.other_client_sends("A new question from the browser.")
     assert remote.next_event(20) == UserMessage(3, 3, "A new question from the browser.")
     assert remote.next_event(20) == schema.TurnStarted(3)
+
+
+class _Watched(threading.Condition):
+    """The session's send condition, telling the test when an event waits on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def wait_for(self, predicate, timeout=None):
+        if not predicate():
+            self.waiting.set()
+        return super().wait_for(predicate, timeout)
+
+
+def test_r36_our_own_message_whose_event_comes_before_the_answer_is_not_shown_twice(server, remote):
+    server.answer_gate = server.call(_event())
+    remote._sends = watched = _Watched()
+    sent: list[int] = []
+    sender = threading.Thread(target=lambda: sent.append(remote.send("Hello\r\nthere.")))
+    sender.start()
+    taken: list = []
+    taker = threading.Thread(target=lambda: taken.append(remote.next_event(20)))
+    taker.start()
+    assert watched.waiting.wait(20)  # the `user` event waits for our send's id
+    server.loop.call_soon_threadsafe(server.answer_gate.set)
+    sender.join(20)
+    taker.join(20)
+    assert sent == [0] and taken == [schema.TurnStarted(0)]
+
+
+async def _event() -> asyncio.Event:
+    return asyncio.Event()
 
 
 def test_r9_images_are_uploaded_then_sent_by_digest(server, remote, tmp_path):

@@ -417,9 +417,13 @@ class RemoteSession:
         (`TurnJoined`, R36), or another client's (`UserMessage`)."""
         message = frame.get("message") or {}
         ident, turn, text = int(message["id"]), int(frame["turn"]), str(message.get("text") or "")
-        with self._sends:  # one of our sends may not have its id yet
-            self._sends.wait_for(lambda: ident in self._own or not any(sent.startswith(text) for sent in self._inflight),
-                                 SEND_SECONDS)
+        logged = _lines(text)
+
+        def settled() -> bool:  # the first part of a long message (R8) starts the text sent
+            return ident in self._own or not any(_lines(sent).startswith(logged) for sent in self._inflight)
+
+        with self._sends:  # one of our sends whose text this is may not have its id yet
+            self._sends.wait_for(settled, SEND_SECONDS)
             ours = ident in self._own
         if ours:
             return schema.TurnJoined(turn, ident) if turn != ident else None
@@ -514,3 +518,8 @@ class RemoteSession:
 def _one_line(text: str) -> str:
     """R14: a view line's CR LF, CR and LF each become one space."""
     return text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+
+
+def _lines(text: str) -> str:
+    """`text` with every CR LF and CR as LF, for comparing a sent text with its logged one."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
