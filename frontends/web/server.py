@@ -25,13 +25,13 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from aiohttp import WSMsgType, web
 
 from everchat.actors.memory_tools import ZoomError, media_type
-from everchat.frontends.web.auth import (COOKIE, Pairing, SessionStore, host_allowed, iso, origin_allowed,
-                                         token_matches)
+from everchat.frontends.web.auth import (COOKIE, Pairing, SessionStore, WebSession, host_allowed, iso,
+                                         origin_allowed, token_matches)
 from everchat.frontends.web.chat import HISTORY_LIMIT, WebChat
 from everchat.frontends.web.hub import RING_SIZE, Hub
 from everchat.transport import RemoteError, TransportError
@@ -85,6 +85,7 @@ _PAIRING = web.AppKey("pairing", Pairing)
 _POOL = web.AppKey("pool", ThreadPoolExecutor)
 _SOCKETS = web.AppKey("sockets", dict)
 _SETTINGS = web.AppKey("settings", object)
+_SESSION = web.RequestKey("session", WebSession) if hasattr(web, "RequestKey") else "session"
 
 
 def _https(request: web.Request) -> bool:
@@ -130,7 +131,7 @@ async def _session(request: web.Request, handler):
         session = request.app[_STORE].find(request.cookies.get(COOKIE))
         if session is None:
             raise Refused(401, "no session")
-        request["session"] = session
+        request[_SESSION] = session
     return await handler(request)
 
 
@@ -260,7 +261,7 @@ async def get_me(request: web.Request) -> web.Response:
     chat = request.app[_CHAT]
     folder = getattr(getattr(chat.session, "supervisor", None), "chat", None) or settings.chat_dir
     return web.json_response({
-        "session": request["session"].public(),
+        "session": request[_SESSION].public(),
         "demo": settings.reply.provider == "demo",
         "models": {"reply": settings.reply.model, "summary": settings.compaction.model,
                    "effort": settings.reply.effort},
@@ -405,7 +406,7 @@ async def post_note(request: web.Request) -> web.Response:
 
 
 async def get_sessions(request: web.Request) -> web.Response:
-    mine = request["session"].id
+    mine = request[_SESSION].id
     return web.json_response({"sessions": [dict(s.public(), current=s.id == mine)
                                            for s in request.app[_STORE].sessions()]})
 
@@ -415,8 +416,8 @@ async def delete_session(request: web.Request) -> web.Response:
     public = request.match_info["id"]
     if not request.app[_STORE].revoke(public):
         raise Refused(404, "no such session")
-    for ws in list(request.app[_SOCKETS].pop(public, ())):
-        await ws.close(code=_REVOKED, message=b"session revoked")
+    for queue in list(request.app[_SOCKETS].pop(public, ())):
+        queue.put_nowait(_Close(_REVOKED, b"session revoked"))  # its writer closes it, after what it sends
     return web.json_response({})
 
 
@@ -440,11 +441,11 @@ async def get_events(request: web.Request) -> web.WebSocketResponse:
     ring = request.app[_HUB].ring
     ws = web.WebSocketResponse(heartbeat=30.0)
     await ws.prepare(request)
-    session = request["session"]
+    session = request[_SESSION]
     sockets = request.app[_SOCKETS]
-    sockets[session.id].add(ws)
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    queue: asyncio.Queue[str | _Close] = asyncio.Queue()
+    sockets[session.id].add(queue)
 
     def deliver(_id: int, text: str) -> None:  # on the hub's thread, under the ring's lock
         try:
@@ -466,7 +467,7 @@ async def get_events(request: web.Request) -> web.WebSocketResponse:
     finally:
         ring.unsubscribe(token)
         writer.cancel()
-        sockets.get(session.id, set()).discard(ws)
+        sockets.get(session.id, set()).discard(queue)
         if session.id in sockets and not sockets[session.id]:
             del sockets[session.id]
     return ws
@@ -479,16 +480,25 @@ def _is_ping(data: str) -> bool:
         return False
 
 
+class _Close(NamedTuple):
+    """Queued to a socket's writer: close the socket with this code (4401: revoked)."""
+    code: int
+    message: bytes
+
+
 async def _write(ws: web.WebSocketResponse, queue: asyncio.Queue) -> None:
-    """Send what the queue holds, in order; a socket too far behind is closed (the page
-    reconnects and resumes from the ring)."""
+    """The socket's one writer: send what the queue holds, in order, until a `_Close`; a
+    socket too far behind is closed (the page reconnects and resumes from the ring)."""
     try:
         while True:
-            text = await queue.get()
+            item = await queue.get()
+            if isinstance(item, _Close):
+                await ws.close(code=item.code, message=item.message)
+                return
             if queue.qsize() > RING_SIZE:
                 await ws.close(code=1013, message=b"too far behind; reconnect")
                 return
-            await ws.send_str(text)
+            await ws.send_str(item)
     except (ConnectionError, RuntimeError) as error:  # the socket closed under us
         log.info("a web socket closed while sending: %s", error)
 
@@ -561,9 +571,9 @@ async def _start(app: web.Application) -> None:
 
 
 async def _close_sockets(app: web.Application) -> None:
-    for sockets in list(app[_SOCKETS].values()):
-        for ws in list(sockets):
-            await ws.close(code=1001, message=b"server closing")
+    for queues in list(app[_SOCKETS].values()):
+        for queue in list(queues):
+            queue.put_nowait(_Close(1001, b"server closing"))
 
 
 async def _stop(app: web.Application) -> None:
