@@ -341,11 +341,12 @@ def pane(tmp_path):
 class WebProcess:
     """`everchat --demo web --no-browser --port 0` as a real process of the test's own."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, port: int = 0) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("EVERCHAT_")
                and key not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DISPLAY", "WAYLAND_DISPLAY")}
         env["EVERCHAT_HOME"] = str(home)
-        self.process = subprocess.Popen([str(EVERCHAT), "--demo", "web", "--no-browser", "--port", "0"], env=env,
+        argv = [str(EVERCHAT), "--demo", "web", "--no-browser", "--port", str(port)]
+        self.process = subprocess.Popen(argv, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()  # the one link line, once it listens
         assert line.startswith("everchat: the chat is at http://127.0.0.1:"), (line, self.process.stderr.read())
@@ -368,6 +369,31 @@ def web_process(tmp_path):
     web = WebProcess(tmp_path / "server-home")
     yield web
     web.stop()
+
+
+def test_a_restarted_server_is_rejoined_with_a_reset_notice_and_the_chat_goes_on(tmp_path):
+    first = WebProcess(tmp_path / "server-home")
+    port = int(first.url.rsplit(":", 1)[1].strip("/"))
+    remote = RemoteSession.connect(first.link)
+    try:
+        turn = remote.send("Remember that the code word is amber-42.")
+        assert events_until_end(remote, turn)[-1] == schema.TurnEnded(turn, "done", False, "")
+        first.stop()
+        assert remote.next_event(60) == schema.Notice("warning", "the connection to the chat dropped; reconnecting …")
+        second = WebProcess(tmp_path / "server-home", port)  # the same home: the session is still known
+        try:
+            events = [remote.next_event(60), remote.next_event(60)]
+            assert events[0] == schema.Notice("info", "reconnected to the chat")
+            assert events[1].text.startswith("the server restarted or we were away too long")
+            asked = remote.send("What is the code word?")
+            texts = "".join(e.text for e in events_until_end(remote, asked) if isinstance(e, schema.TurnText))
+            assert 'In message 0 you wrote: "Remember that the code word is amber-42."' in texts
+        finally:
+            remote.close()
+            second.stop()
+    finally:
+        remote.close()
+        first.stop()
 
 
 def test_r36_everchat_connect_in_tmux_sends_prints_the_demo_reply_and_ends_when_revoked(web_process, pane, tmp_path):
