@@ -10,7 +10,9 @@ on an empty line or /quit leaves.
 
 The terminal is a thin shell: `slash` parses the commands, `chat_view` turns the
 turn events into lines; every call on the `ChatSession` runs off the event loop, in
-order of typing, so a slow one never freezes the input.
+order of typing, so a slow one never freezes the input. `everchat connect` runs the same
+terminal on a `RemoteSession` (frontends/web/remote.py, `run(session=…)`): a session whose
+`next_event` raises is over (revoked), and the chat closes with its words.
 """
 
 from __future__ import annotations
