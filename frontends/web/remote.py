@@ -184,6 +184,7 @@ class RemoteSession:
         self._closed = False
         self._ended: Exception | None = None
         self._socket: aiohttp.ClientWebSocketResponse | None = None
+        self._away: threading.Event | None = None  # `drop`'s: reconnect once it is set
         self._listener: asyncio.Task | None = None
         self._http: aiohttp.ClientSession | None = None
         self._loop = asyncio.new_event_loop()
@@ -350,6 +351,9 @@ class RemoteSession:
                 dropped = True
                 self._events.put(schema.Notice("warning", "the connection to the chat dropped; reconnecting …"))
             await asyncio.sleep(delay)  # a reconnect's backoff (the server may be restarting)
+            if self._away is not None:  # a test keeps us away until it says
+                away, self._away = self._away, None
+                await asyncio.to_thread(away.wait)
             delay = min(delay * 2, RECONNECT_SECONDS[1])
 
     def _frame(self, frame: dict) -> None:
@@ -383,9 +387,11 @@ class RemoteSession:
             self._ended = error
             self._events.put(_Ended(error))
 
-    def drop(self) -> None:
-        """Close the live socket as a network drop would (it reconnects and resumes). For tests."""
+    def drop(self, away: threading.Event | None = None) -> None:
+        """Close the live socket as a network drop would; it reconnects and resumes (once
+        `away` is set, when given: the events meanwhile come from the server's ring). For tests."""
         async def close() -> None:
+            self._away = away
             if self._socket is not None:
                 await self._socket.close()
 
