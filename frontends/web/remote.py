@@ -38,14 +38,14 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from yarl import URL
 
 from everchat.actors.planning import ZoomError
+from everchat.frontends.web._remote_wire import (Link, LinkError, UserMessage, event_of, one_line, parse_link,
+                                                 same_lines)
 from everchat.transport import schema
 
 __all__ = ["ConnectError", "Link", "LinkError", "RemoteSession", "SessionRevoked", "UserMessage", "event_of", "parse_link"]
@@ -83,86 +83,11 @@ class SessionRevoked(ConnectError):
         super().__init__(text)
 
 
-class LinkError(ValueError):
-    """The link is not `http(s)://HOST:PORT/#TOKEN` (or `#pair=CODE`): bad usage."""
-
-
-@dataclass(frozen=True, slots=True)
-class UserMessage:
-    """Event: another client (a page, another `connect`) sent message `message`, which
-    opened turn `turn` (`turn == message`) or joined it (R36). `images`: the digests."""
-
-    turn: int
-    message: int
-    text: str
-    images: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """A parsed `URL#TOKEN`: the server's base URL and the secret, which `repr` hides."""
-
-    base: URL
-    secret: str
-    pairing: bool
-
-    def __repr__(self) -> str:
-        return f"Link({self.base}, {'pair code' if self.pairing else 'token'} hidden)"
-
-    @property
-    def origin(self) -> str:
-        return str(self.base.origin())
-
-
-def parse_link(link: str) -> Link:
-    """`http://HOST:PORT/#TOKEN` (or `…/#pair=CODE`) -> `Link`; `LinkError` in words otherwise.
-    The words never repeat the secret."""
-    try:
-        url = URL(link.strip())
-    except (ValueError, TypeError) as error:
-        raise LinkError(f"not a link: {error}") from None
-    if url.scheme not in ("http", "https"):
-        raise LinkError(f"the link must start with http:// or https://, not {url.scheme + ':' if url.scheme else '(nothing)'}"
-                        " (copy the line `everchat web` printed)")
-    if not url.host:
-        raise LinkError("the link names no host (copy the line `everchat web` printed)")
-    secret = url.fragment
-    pairing = secret.startswith("pair=")
-    if pairing:
-        secret = secret.removeprefix("pair=")
-    if not secret:
-        raise LinkError("the link has no #TOKEN at its end: use the whole link `everchat web` printed, "
-                        "quoted ('http://HOST:PORT/#TOKEN')")
-    return Link(url.with_fragment(None).with_query(None).with_path("/"), secret, pairing)
-
-
 class _Ended:
     """A queue item: the session is over; `next_event` raises `error` (and keeps raising)."""
 
     def __init__(self, error: Exception) -> None:
         self.error = error
-
-
-_EVENTS = {
-    "started": lambda e: schema.TurnStarted(int(e["turn"])),
-    "text": lambda e: schema.TurnText(int(e["turn"]), str(e["text"])),
-    "thinking": lambda e: schema.TurnThinking(int(e["turn"]), str(e["text"])),
-    "thinking_done": lambda e: schema.TurnThinkingDone(int(e["turn"])),
-    "tool_call": lambda e: schema.TurnToolCall(int(e["turn"]), str(e["call_id"]), str(e["name"]),
-                                               str(e.get("arguments") or "")),
-    "tool_result": lambda e: schema.TurnToolResult(int(e["turn"]), str(e["call_id"]), str(e["name"]),
-                                                   bool(e["is_error"]), str(e.get("preview") or "")),
-    "ended": lambda e: schema.TurnEnded(int(e["turn"]), str(e["reason"]), bool(e.get("incomplete")),
-                                        str(e.get("detail") or "")),
-    "notice": lambda e: schema.Notice(str(e.get("level") or "info"), str(e.get("text") or "")),
-}
-
-
-def event_of(frame: dict) -> Any:
-    """The `transport.schema` event of one WebSocket frame (not `user`, which needs the
-    session's own sends); None for a type the terminal has no use for (`status`)."""
-    make = _EVENTS.get(frame.get("type"))
-    return make(frame) if make else None
 
 
 class RemoteSession:
@@ -423,10 +348,10 @@ class RemoteSession:
         (`TurnJoined`, R36), or another client's (`UserMessage`)."""
         message = frame.get("message") or {}
         ident, turn, text = int(message["id"]), int(frame["turn"]), str(message.get("text") or "")
-        logged = _lines(text)
+        logged = same_lines(text)
 
         def settled() -> bool:  # the first part of a long message (R8) starts the text sent
-            return ident in self._own or not any(_lines(sent).startswith(logged) for sent in self._inflight)
+            return ident in self._own or not any(same_lines(sent).startswith(logged) for sent in self._inflight)
 
         with self._sends:  # one of our sends whose text this is may not have its id yet
             self._sends.wait_for(settled, SEND_SECONDS)
@@ -465,7 +390,7 @@ class RemoteSession:
     def view(self) -> str:
         """The view the next turn starts from, as `ChatSession.view` writes it (R14, R15)."""
         answer = self._call(self._request("GET", "/api/view", params={"which": "turn"}), CALL_SECONDS)
-        lines = "".join(f"{line['first']}+{line['count']}|{_one_line(str(line['text']))}\n" for line in answer["lines"])
+        lines = "".join(f"{line['first']}+{line['count']}|{one_line(str(line['text']))}\n" for line in answer["lines"])
         return "<chat>\n" + lines + "</chat>"
 
     def zoom(self, id: int | str, n: int = 1, page: int = 1) -> str:
@@ -519,13 +444,3 @@ class RemoteSession:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _one_line(text: str) -> str:
-    """R14: a view line's CR LF, CR and LF each become one space."""
-    return text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
-
-
-def _lines(text: str) -> str:
-    """`text` with every CR LF and CR as LF, for comparing a sent text with its logged one."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
