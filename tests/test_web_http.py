@@ -13,7 +13,7 @@ import pytest
 from everchat.frontends.web.server import CSP
 from everchat.transport import schema
 
-from web_world import PNG, run, until, web  # noqa: F401 (fixture)
+from web_world import INDEX, PNG, run, until, web  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -241,6 +241,43 @@ def test_every_answer_carries_the_csp_and_security_headers(web):
             for name, value in HEADERS.items():
                 assert ws._response.headers.get(name) == value
             await ws.close()
+
+    run(body())
+
+
+def test_the_page_is_served_without_a_session_and_nothing_outside_its_folder(web):
+    (web.home / "secret.txt").write_text("not for the page")
+
+    async def body():
+        async with web.client() as client:
+            for path in ("/", "/index.html"):
+                async with client.get(web.base + path) as response:
+                    assert response.status == 200 and await response.text() == INDEX
+                    assert response.content_type == "text/html"
+                    secured(response, api=False)
+            async with client.get(web.base + "/app.js") as response:
+                assert response.status == 200 and response.content_type == "text/javascript"
+                secured(response, api=False)
+            for path in ("/../secret.txt", "/%2e%2e/secret.txt", "/..%2fsecret.txt", "/missing.css", "/static"):
+                async with client.get(web.base + path) as response:
+                    assert response.status == 404 and await response.json() == {"error": "not found"}, path
+                    secured(response, api=False)
+
+    run(body())
+
+
+def test_behind_an_https_proxy_on_this_host_the_origin_is_https_and_the_cookie_secure(web):
+    async def body():
+        async with web.client() as client:
+            host = f"127.0.0.1:{web.running.port}"
+            headers = {"X-Forwarded-Proto": "https", "Origin": f"https://{host}"}
+            async with client.post(web.base + "/api/session", json={"token": web.token, "name": "proxied"},
+                                   headers=headers) as response:
+                assert response.status == 200
+                assert "Secure" in response.headers["Set-Cookie"]
+            async with client.post(web.base + "/api/session", json={"token": web.token, "name": "plain"},
+                                   headers={"X-Forwarded-Proto": "https", "Origin": web.origin}) as response:
+                await refused(response, 403, "cross-site request refused")
 
     run(body())
 

@@ -21,6 +21,9 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
 """A 1x1 PNG."""
 
 
+INDEX = '<!doctype html><title>Everchat</title><script type="module" src="app.js"></script>\n'
+
+
 class Clock:
     """A clock the test moves (pairing codes, last_seen); starts at the real time."""
 
@@ -86,7 +89,13 @@ def web(tmp_path):
     token = load_token(home)
     session = ChatSession.open(settings)
     try:
-        app = make_app(session, settings, WebConfig(home=home, token=token, port=0, clock=clock, workers=4))
+        session.status()  # every actor answers: what they write as they start is written
+        static = tmp_path / "static"  # the page's files are another branch's: a stand-in
+        static.mkdir()
+        (static / "index.html").write_text(INDEX)
+        (static / "app.js").write_text("export const ready = true;\n")
+        config = WebConfig(home=home, token=token, port=0, clock=clock, workers=4, static=static)
+        app = make_app(session, settings, config)
         running = start_in_thread(app, "127.0.0.1", 0)
     except BaseException:
         session.close()
