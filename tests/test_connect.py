@@ -182,6 +182,11 @@ def test_r36_connect_and_a_page_see_the_same_events_of_one_turn(demo_web):
             e.text for e in events if isinstance(e, schema.TurnText))
         assert remote.zoom(0) == "user: Remember that the code word is amber-42."
         assert remote.status()["messages"] >= 4
+        names = [s["name"] for s in page.call(page.request("GET", "/api/sessions"))["sessions"]]
+        assert sorted(names) == ["a test page", f"everchat connect on {socket.gethostname()}"]
+        remote.close()  # its cookie lived in its memory only: the server forgets the session
+        names = [s["name"] for s in page.call(page.request("GET", "/api/sessions"))["sessions"]]
+        assert names == ["a test page"]
     finally:
         remote.close()
         page.close()
