@@ -285,6 +285,13 @@ class Transcript:
         self._begin(event.turn)
         self.info(f"↳ message {event.message} joined the reply in progress")
 
+    def _on_UserMessage(self, event) -> None:
+        """Another client's message (`everchat connect`: a page typed it), shown as a user's;
+        one that joined the running reply says so (R36)."""
+        self.user(event.text, tuple(f"{digest[:12]} (sent elsewhere)" for digest in event.images))
+        if event.turn != event.message:
+            self._on_TurnJoined(event)
+
     def _on_TurnEnded(self, event) -> None:
         self._finish_live()
         self.running = False

@@ -155,6 +155,10 @@ def _parser() -> argparse.ArgumentParser:
     ops = command("ops")
     ops.add_argument("--once", action="store_true")
     ops.add_argument("--json", action="store_true")
+    connect = commands.add_parser("connect", help="the terminal chat on a chat `everchat web` serves (docs/WEB.md)",
+                                  description="The terminal chat on a chat `everchat web` serves, over its HTTP API "
+                                              "and live events: no chat folder or keys of its own.")
+    connect.add_argument("link", metavar="'URL#TOKEN'", help="the link `everchat web` printed, quoted")
     return parser
 
 
@@ -217,6 +221,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from everchat.frontends import commands_turn
 
         return commands_turn.run(command, args)
+    if command == "connect":
+        from everchat.frontends.commands_connect import run_connect
+
+        return run_connect(args)
     if command == "chat":
         return _terminal(args)
     if command == "web" or (command == "serve" and args.web):

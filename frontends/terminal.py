@@ -10,7 +10,9 @@ on an empty line or /quit leaves.
 
 The terminal is a thin shell: `slash` parses the commands, `chat_view` turns the
 turn events into lines; every call on the `ChatSession` runs off the event loop, in
-order of typing, so a slow one never freezes the input.
+order of typing, so a slow one never freezes the input. `everchat connect` runs the same
+terminal on a `RemoteSession` (frontends/web/remote.py, `run(session=…)`): a session whose
+`next_event` raises is over (revoked), and the chat closes with its words.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class Terminal:
         self._idle_looks = 0      # status polls that found no turn while a reply shows
         self._session_lock = threading.Lock()  # one session call at a time, but `stop`
         self._closing = threading.Event()
+        self.ended: Exception | None = None  # what ended the session from outside, if it did
         self._events: list = []   # from the event thread, for `_drain` on the loop
         self._events_lock = threading.Lock()
         self._typed: asyncio.Queue = asyncio.Queue()
@@ -152,7 +155,12 @@ class Terminal:
         """The event thread: the session's turn events onto the loop, in order. Events
         that arrive while the loop is busy are drawn together (one scrollback write)."""
         while not self._closing.is_set():
-            event = self.session.next_event(timeout=0.2)
+            try:
+                event = self.session.next_event(timeout=0.2)
+            except Exception as error:  # the session ended from outside (a revoked `connect`)
+                if self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._session_ended, error)
+                return
             if event is None or self._loop is None or self._closing.is_set():
                 continue
             with self._events_lock:
@@ -160,6 +168,12 @@ class Terminal:
                 wake = len(self._events) == 1
             if wake:
                 self._loop.call_soon_threadsafe(self._drain)
+
+    def _session_ended(self, error: Exception) -> None:
+        """The session said it is over: the chat closes, and `run` says why (exit 1)."""
+        self.ended = error
+        if self.app.is_running and not self.app.is_done:
+            self.app.exit(result=1)
 
     async def _poll_status(self) -> None:
         while True:
@@ -448,6 +462,11 @@ class Terminal:
         self.transcript.info(f"{image.name} goes with your next message")
 
     async def _cmd_compact(self) -> None:
+        if getattr(self.session, "compact", None) is None:  # a `connect` session: the server summarizes
+            self.transcript.error("/compact works only where the chat runs (`everchat compact` there, with the "
+                                  "web server stopped); here the server builds every summary on its own, and "
+                                  "the status bar counts what is pending")
+            return
         pending = self.status.get("pending") or 0
         self.transcript.info(f"building every pending summary ({pending} now) …")
 
@@ -476,21 +495,45 @@ def _words(error: Exception) -> str:
     return f"{type(error).__name__}: {text}"
 
 
-def run(settings, *, stdin=None, placement=None) -> int:
-    """`everchat` / `everchat chat`: open the chat in `settings` and talk in this terminal.
+def run(settings=None, *, stdin=None, placement=None, session=None, title: str | None = None) -> int:
+    """`everchat` / `everchat chat`: open the chat in `settings` and talk in this terminal;
+    with `session` (a `RemoteSession` of `everchat connect`), talk on it instead, and close it.
 
     Returns 0 after /quit, Ctrl-D or Ctrl-C twice; 1 when the chat cannot open (locked by
-    another Everchat, R5; a bad folder; a model that cannot connect), with one line on
-    stderr; 2 when standard input is not a terminal.
+    another Everchat, R5; a bad folder; a model that cannot connect) or the session ended
+    from outside (revoked), with one line on stderr; 2 when standard input is not a terminal.
     """
+    if not (stdin or sys.stdin).isatty():
+        say("everchat: the terminal chat needs a terminal; `everchat ask MESSAGE` works without one")
+        if session is not None:
+            session.close()
+        return 2
+    if session is None:
+        session = _open(settings, placement)
+        if session is None:
+            return 1
+        title = title or f"Everchat · {settings.reply.model}"
+    try:
+        terminal = Terminal(session, title=title or "")
+        code = terminal.run()
+        if terminal.ended is not None:
+            say(f"everchat: {_words(terminal.ended)}")
+            return 1
+        return code
+    finally:
+        try:
+            session.close()
+        except Exception as error:  # the chat is left; say what did not close cleanly
+            say(f"everchat: closing the chat: {_words(error)}")
+
+
+def _open(settings, placement):
+    """The chat's own `ChatSession`, its actors started; None (after one line) when it cannot open."""
     from everchat.actors.session import ChatSession
 
     from everchat.frontends.commands import CommandError
     from everchat.frontends.commands_turn import probe, why_not_open
 
-    if not (stdin or sys.stdin).isatty():
-        say("everchat: the terminal chat needs a terminal; `everchat ask MESSAGE` works without one")
-        return 2
     try:
         probe(settings.chat_dir)  # P10: a damaged folder is named before any actor starts
         with hold_log_lines() as held:
@@ -502,11 +545,5 @@ def run(settings, *, stdin=None, placement=None) -> int:
         held.say()
     except CommandError as error:
         say(f"everchat: {error}")
-        return 1
-    try:
-        return Terminal(session, title=f"Everchat · {settings.reply.model}").run()
-    finally:
-        try:
-            session.close()
-        except Exception as error:  # the chat is left; say what did not close cleanly
-            say(f"everchat: closing the chat: {_words(error)}")
+        return None
+    return session

@@ -1,0 +1,36 @@
+"""`everchat connect 'URL#TOKEN'`: the terminal chat on a chat that `everchat web` serves.
+
+No chat folder and no keys here: `RemoteSession` (frontends/web/remote.py) trades the
+link's token for a session and carries every call over the server's HTTP API and live
+events (docs/WEB.md). A link that is no link is bad usage (exit 2, nothing sent); a
+server that cannot be reached or a refused token is one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from everchat.frontends.commands import CommandError, UsageError
+
+__all__ = ["run_connect"]
+
+
+def run_connect(args: argparse.Namespace) -> int:
+    from everchat.frontends.terminal import run
+    from everchat.frontends.web.remote import ConnectError, LinkError, RemoteSession, parse_link
+
+    try:
+        link = parse_link(args.link)
+    except LinkError as error:
+        raise UsageError(f"connect: {error}") from None
+    if not sys.stdin.isatty():
+        raise UsageError("the terminal chat needs a terminal; `everchat connect` runs in one")
+    try:
+        session = RemoteSession.connect(link)
+    except ConnectError as error:
+        raise CommandError(f"connect: {error}") from None
+    model = (session.me.get("models") or {}).get("reply") or "?"
+    chat = session.me.get("chat") or ""
+    title = f"Everchat · {model} · connected to {link.base.host}:{link.base.port}" + (f" ({chat})" if chat else "")
+    return run(session=session, title=title)
