@@ -158,7 +158,9 @@ def _parser() -> argparse.ArgumentParser:
     connect = commands.add_parser("connect", help="the terminal chat on a chat `everchat web` serves (docs/WEB.md)",
                                   description="The terminal chat on a chat `everchat web` serves, over its HTTP API "
                                               "and live events: no chat folder or keys of its own.")
-    connect.add_argument("link", metavar="'URL#TOKEN'", help="the link `everchat web` printed, quoted")
+    connect.add_argument("link", metavar="'URL#TOKEN'", nargs="?", default=None,
+                         help="the link `everchat web` printed, quoted; left out, it is read from EVERCHAT_LINK or "
+                              "asked for without echo (a link in the command line is visible to `ps` while it runs)")
     return parser
 
 

@@ -9,6 +9,8 @@ server that cannot be reached or a refused token is one line and exit 1.
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
 import sys
 
 from everchat.frontends.commands import CommandError, UsageError
@@ -21,7 +23,7 @@ def run_connect(args: argparse.Namespace) -> int:
     from everchat.frontends.web.remote import ConnectError, LinkError, RemoteSession, parse_link
 
     try:
-        link = parse_link(args.link)
+        link = parse_link(_link_text(args.link))
     except LinkError as error:
         raise UsageError(f"connect: {error}") from None
     if not sys.stdin.isatty():
@@ -34,3 +36,18 @@ def run_connect(args: argparse.Namespace) -> int:
     chat = session.me.get("chat") or ""
     title = f"Everchat · {model} · connected to {link.base.host}:{link.base.port}" + (f" ({chat})" if chat else "")
     return run(session=session, title=title)
+
+
+def _link_text(given: str | None) -> str:
+    """The link: the argument, else `EVERCHAT_LINK`, else asked for without echo. The two
+    last keep the token out of the process list, where any local user could read it."""
+    if given is not None:
+        return given
+    if os.environ.get("EVERCHAT_LINK"):
+        return os.environ["EVERCHAT_LINK"]
+    if not sys.stdin.isatty():
+        raise UsageError("connect: no link: give the link `everchat web` printed, or set EVERCHAT_LINK")
+    try:
+        return getpass.getpass("The link `everchat web` printed: ").strip()
+    except EOFError:
+        raise UsageError("connect: no link given") from None

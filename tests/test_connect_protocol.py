@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import io
 import socket
 import threading
 from pathlib import Path
@@ -302,6 +303,24 @@ def test_a_bad_link_is_usage_exit_2_and_an_unreachable_server_one_line_exit_1(ca
         assert main(["connect", f"http://127.0.0.1:{port}/#{TOKEN}"]) == 1
     assert capsys.readouterr().err == (f"everchat: connect: cannot reach http://127.0.0.1:{port}: connection refused "
                                        "(is `everchat web` running there?)\n")
+
+
+def test_the_link_can_stay_out_of_the_process_list(capsys, monkeypatch):
+    """Left out of argv, the link comes from EVERCHAT_LINK, else from a prompt without echo."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        monkeypatch.setattr("sys.stdin", _Tty())
+        monkeypatch.setenv("EVERCHAT_LINK", f"http://127.0.0.1:{port}/#{TOKEN}")
+        assert main(["connect"]) == 1
+        assert f"cannot reach http://127.0.0.1:{port}" in capsys.readouterr().err
+        monkeypatch.delenv("EVERCHAT_LINK")
+        asked = []
+        monkeypatch.setattr("getpass.getpass", lambda prompt: asked.append(prompt) or f"http://127.0.0.1:{port}/#{TOKEN}")
+        assert main(["connect"]) == 1 and asked == ["The link `everchat web` printed: "]
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["connect"]) == 2
+    assert "no link" in capsys.readouterr().err
 
 
 class _Tty:
