@@ -269,11 +269,13 @@ class PlannerActor(Actor):
         return None  # answered later, with delivery.reply
 
     def on_planner_status(self, msg: schema.PlannerStatus, delivery) -> schema.PlannerState:
-        """The figures and the view as they stand, for `status` and `view` (never waits,
+        """The figures and the view (or the compaction view, R21) as they stand, for `status`,
+        `view` and the web page (never waits,
         never changes what starts, unlike SettleView)."""
         status = dict(self.planning.status(), queued=len(self.queue), workers_waiting=len(self.workers),
                       handed_out={name(key): worker for key, worker in sorted(self.assigned.items())})
-        return schema.PlannerState(status=status, view=self.planning.render_view())
+        view = self.planning.render_compaction_view() if msg.compaction else self.planning.render_view()
+        return schema.PlannerState(status=status, view=view)
 
     def on_pool_idle(self, msg: schema.PoolIdle, delivery):
         """Answered once no compaction runs, after planning every message logged so far

@@ -252,6 +252,11 @@ class Planning:
         """R14: `<chat>`, one line per node, `</chat>`."""
         return "<chat>\n" + "".join(line + "\n" for line in self.view_lines(fallback)) + "</chat>"
 
+    def render_compaction_view(self) -> str:
+        """R21's compaction view rendered as R14 renders the view (placeholders, R15)."""
+        lines = [render_line(key, self.node_text(key)) for key in self.planner.cview.ordered()]
+        return "<chat>\n" + "".join(line + "\n" for line in lines) + "</chat>"
+
     def zoom(self, first: int, count: int, page: int = 1) -> str:
         """R35: a line's two halves (count >= 2), or a message whole (count = 1), paged:
         `MemoryTools.zoom`, the model's own tool, so the CLI says what the model reads."""

@@ -296,21 +296,25 @@ class CompactionFailed(Message):
 @dataclass(frozen=True, slots=True)
 class PlannerStatus(Message):
     """Ask the planner for its figures and the view as it stands (ask -> PlannerState).
-    Unlike SettleView it never waits and never changes what compactions start."""
+    Unlike SettleView it never waits and never changes what compactions start.
+    `compaction`: the state's view is the compaction view (R21) instead (the web page's
+    memory inspector)."""
+    compaction: bool = False
 
     def to_wire(self) -> list:
-        return []
+        return [self.compaction]
 
     @classmethod
     def from_wire(cls, obj: Any) -> PlannerStatus:
-        fields(obj, 0, cls)
-        return cls()
+        (compaction,) = fields(obj, 1, cls)
+        return cls(bool_(compaction, "PlannerStatus.compaction"))
 
 
 @message(BLOCK)
 @dataclass(frozen=True, slots=True)
 class PlannerState(Message):
-    """Reply to PlannerStatus: `Planning.status()` and the rendered view (R14, R15)."""
+    """Reply to PlannerStatus: `Planning.status()` and the rendered view (R14, R15), or
+    the compaction view when asked for it."""
     status: dict
     view: str
 

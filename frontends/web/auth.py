@@ -1,0 +1,271 @@
+"""Who may use the web page (docs/WEB.md, "Who may use it"): the token, the sessions, the
+pairing codes, and the Host and Origin decisions. Pure cores: files and a clock, no sockets.
+
+- The token lives in `$EVERCHAT_HOME/web-token` (0600, 32 random bytes, url-safe base64);
+  `load_token(home, new=True)` replaces it.
+- `SessionStore` keeps `web-sessions.json` (0600, versioned): per session a public `id`, the
+  SHA-256 of its cookie (never the cookie), a `name`, `created` and `last_seen` (written at
+  most once a minute). Every write replaces the file atomically.
+- `Pairing` hands out single-use codes valid 10 minutes, in memory only.
+- `host_allowed` and `origin_allowed` are the two request checks, as plain functions.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+__all__ = [
+    "TOKEN_FILE",
+    "SESSIONS_FILE",
+    "PAIRING_SECONDS",
+    "TOUCH_SECONDS",
+    "COOKIE",
+    "load_token",
+    "token_matches",
+    "SessionStore",
+    "WebSession",
+    "Pairing",
+    "allowed_hosts",
+    "host_allowed",
+    "origin_allowed",
+    "iso",
+]
+
+TOKEN_FILE = "web-token"
+SESSIONS_FILE = "web-sessions.json"
+COOKIE = "everchat_session"
+PAIRING_SECONDS = 600.0
+"""A pairing code is good for 10 minutes, once."""
+TOUCH_SECONDS = 60.0
+"""`last_seen` is written at most once a minute per session."""
+_VERSION = 1
+_NAME_CHARS = 200
+
+
+def iso(seconds: float) -> str:
+    """A time as ISO 8601 UTC, to the second: `2026-12-03T17:02:37Z`."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _random() -> str:
+    """256 random bits, url-safe base64 without padding (43 characters)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Replace `path` by `data` atomically, owner-only (0600 whatever the umask)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def load_token(home: Path, new: bool = False) -> str:
+    """The web token in `home/web-token`, made at the first call (and by `new`, which
+    replaces it). A file open to others is closed to 0600."""
+    path = Path(home) / TOKEN_FILE
+    if not new:
+        try:
+            token = path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            token = ""
+        if token:
+            if path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+            return token
+    token = _random()
+    _write_private(path, (token + "\n").encode("ascii"))
+    return token
+
+
+def token_matches(given: object, token: str) -> bool:
+    """The token a page posted is this server's (constant time)."""
+    return isinstance(given, str) and bool(given) and hmac.compare_digest(given.encode(), token.encode())
+
+
+def _hash(cookie: str) -> str:
+    return hashlib.sha256(cookie.encode()).hexdigest()
+
+
+@dataclass
+class WebSession:
+    """One signed-in page or client; `hash` is the SHA-256 of its cookie."""
+
+    id: str
+    hash: str
+    name: str
+    created: float
+    last_seen: float
+
+    def public(self) -> dict:
+        """What the API shows of it (never the hash)."""
+        return {"id": self.id, "name": self.name, "created": iso(self.created), "last_seen": iso(self.last_seen)}
+
+    def record(self) -> dict:
+        return {"id": self.id, "hash": self.hash, "name": self.name, "created": iso(self.created),
+                "last_seen": iso(self.last_seen)}
+
+
+def _seconds(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+class SessionStore:
+    """The sessions of `home/web-sessions.json`, kept in memory and written through.
+
+    Thread-safe (one lock). A file that cannot be read is an error naming it, never a
+    silent fresh start (that would end every session without a word)."""
+
+    def __init__(self, home: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(home) / SESSIONS_FILE
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._by_hash: dict[str, WebSession] = {}
+        self._load()
+
+    def __repr__(self) -> str:
+        return f"<SessionStore {self.path} sessions={len(self._by_hash)}>"
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as error:
+            raise ValueError(f"cannot read {self.path}: {error} (delete it to end every web session)") from None
+        if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("sessions"), list):
+            raise ValueError(f"{self.path} is not a web sessions file of version {_VERSION} "
+                             "(delete it to end every web session)")
+        for entry in data["sessions"]:
+            try:
+                session = WebSession(str(entry["id"]), str(entry["hash"]), str(entry["name"]),
+                                     _seconds(entry["created"]), _seconds(entry["last_seen"]))
+            except (KeyError, TypeError, ValueError) as error:
+                raise ValueError(f"{self.path} holds a damaged session entry ({error}); "
+                                 "delete the file to end every web session") from None
+            self._by_hash[session.hash] = session
+        if self.path.stat().st_mode & 0o077:
+            os.chmod(self.path, 0o600)
+
+    def _save(self) -> None:
+        sessions = sorted(self._by_hash.values(), key=lambda s: (s.created, s.id))
+        body = {"version": _VERSION, "sessions": [s.record() for s in sessions]}
+        _write_private(self.path, (json.dumps(body, indent=1) + "\n").encode())
+
+    def create(self, name: str) -> tuple[str, WebSession]:
+        """A new session: (the cookie value, which only the page keeps; the entry)."""
+        cookie = _random()
+        now = float(int(self.clock()))
+        name = (name if isinstance(name, str) else "")[:_NAME_CHARS].strip() or "a browser"
+        with self._lock:
+            ids = {s.id for s in self._by_hash.values()}
+            while (public := secrets.token_hex(4)) in ids:
+                pass
+            session = WebSession(public, _hash(cookie), name, now, now)
+            self._by_hash[session.hash] = session
+            self._save()
+        return cookie, session
+
+    def find(self, cookie: str | None) -> WebSession | None:
+        """The session of a cookie, or None; its `last_seen` is written at most once a minute."""
+        if not cookie:
+            return None
+        with self._lock:
+            session = self._by_hash.get(_hash(cookie))
+            if session is None:
+                return None
+            now = self.clock()
+            if now - session.last_seen >= TOUCH_SECONDS:
+                session.last_seen = float(int(now))
+                self._save()
+            return session
+
+    def sessions(self) -> list[WebSession]:
+        with self._lock:
+            return sorted(self._by_hash.values(), key=lambda s: (s.created, s.id))
+
+    def revoke(self, public: str) -> bool:
+        """Remove session `public`; False when there is none."""
+        with self._lock:
+            for key, session in self._by_hash.items():
+                if session.id == public:
+                    del self._by_hash[key]
+                    self._save()
+                    return True
+            return False
+
+    def clear(self) -> None:
+        """End every session (`--new-token`)."""
+        with self._lock:
+            self._by_hash.clear()
+            self._save()
+
+
+class Pairing:
+    """Single-use pairing codes (128 bits), valid `PAIRING_SECONDS`, in memory only."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._codes: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def make(self) -> tuple[str, float]:
+        """A new code and when it expires (seconds since the epoch)."""
+        code = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
+        with self._lock:
+            now = self.clock()
+            self._codes = {c: t for c, t in self._codes.items() if t > now}  # forget the expired
+            expires = now + PAIRING_SECONDS
+            self._codes[code] = expires
+        return code, expires
+
+    def redeem(self, code: object) -> bool:
+        """True once for a code made here and not expired; False ever after."""
+        if not isinstance(code, str):
+            return False
+        with self._lock:
+            expires = self._codes.pop(code, None)
+            return expires is not None and self.clock() < expires
+
+
+def allowed_hosts(port: int, allow: tuple[str, ...] = ()) -> frozenset[str]:
+    """The Host headers this server answers: the loopback names with the port, and each
+    `--allow-host NAME` alone or with the port (lower case)."""
+    names = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+    for name in allow:
+        name = name.lower()
+        names.update({name, f"{name}:{port}"})
+    return frozenset(names)
+
+
+def host_allowed(host: str | None, port: int, allow: tuple[str, ...] = ()) -> bool:
+    """A request's Host header names this server (DNS rebinding: a foreign name is refused)."""
+    return bool(host) and host.lower() in allowed_hosts(port, allow)
+
+
+def origin_allowed(origin: str | None, host: str | None, https: bool = False) -> bool:
+    """A state change or a socket comes from the page this server served: its Origin is the
+    request's own (`http://` + Host, or `https://` behind a proxy). Missing: refused."""
+    if not origin or not host:
+        return False
+    scheme = "https" if https else "http"
+    return origin.lower() == f"{scheme}://{host.lower()}"
