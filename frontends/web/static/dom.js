@@ -44,7 +44,7 @@ export function number(n) {
 }
 
 export function kb(bytes) {
-  const value = (Number(bytes) || 0) / 1024;
+  const value = (Number(bytes) || 0) / 1000; // as the terminal counts: 128,000 bytes is 128K
   return `${value >= 100 ? value.toFixed(0) : value.toFixed(1)} KB`;
 }
 
