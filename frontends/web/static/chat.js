@@ -56,7 +56,8 @@ function stamp(row, message) {
   if (row.classList.contains("tool")) return;
   if (row.querySelector(".actions")) return;
   const text = () => row.querySelector(".text").textContent;
-  const memory = h("div", { class: "memory-of", hidden: true });
+  const memory = h("div", { class: "memory-of", role: "region", "aria-label": `Where message ${message.id} is kept`,
+    hidden: true });
   const memoryButton = h("button", { type: "button", class: "link", "aria-expanded": "false",
     "aria-label": `Memory of message ${message.id}`, text: "Memory" });
   memoryButton.addEventListener("click", () => toggleMemory(message.id, memory, memoryButton));
@@ -351,6 +352,7 @@ function onThinkingDone(event) {
   const details = state.thinking.querySelector("details");
   details.querySelector("summary").textContent = `Thought for ${seconds}s`;
   details.open = false;
+  state.thinking.classList.remove("live"); // done; it stays with its turn (thinking is not logged)
   state.thinking = null;
 }
 
