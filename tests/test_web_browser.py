@@ -118,22 +118,27 @@ def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_
         new MutationObserver((changes) => { window.pieces += changes.filter((c) => c.type === "characterData").length; })
             .observe(document.getElementById("messages"), {subtree: true, characterData: true});
     }""")
-    send(page, "Remember that the code word is amber-42.")
+    message_box(page).type("Remember that")
+    message_box(page).press("Shift+Enter")  # a new line, not a send
+    message_box(page).type("the code word is amber-42.")
+    assert message_box(page).input_value() == "Remember that\nthe code word is amber-42."
+    message_box(page).press("Enter")
     expect(assistant(page).first).to_contain_text("Noted as message 0.")
+    expect(message_box(page)).to_have_value("")
     ended(page)
     assert page.evaluate("window.pieces") > 1  # it came in pieces, as streamed
-    expect(page.locator("#messages li.msg-user").first).to_contain_text("Remember that the code word is amber-42.")
+    expect(page.locator("#messages li.msg-user").first).to_have_text(re.compile("Remember that\nthe code word is amber-42."))
     expect(page.get_by_role("separator", name="Today")).to_have_count(1)
 
     send(page, "What is the code word?")
-    expect(assistant(page).nth(1)).to_contain_text('In message 0 you wrote: "Remember that the code word is amber-42."')
+    expect(assistant(page).nth(1)).to_contain_text(re.compile(r'In message 0 you wrote: ".*the code word is amber-42\."'))
     tool = page.locator("#messages li.tool")
     expect(tool).to_have_count(1)
     expect(tool.locator("summary")).to_have_text(re.compile(r"Read message 0$"))
     ended(page)
     tool.locator("summary").click()
     expect(tool.locator(".args")).to_contain_text('"id": 0')
-    expect(tool.locator(".result")).to_contain_text("Remember that the code word is amber-42.")
+    expect(tool.locator(".result")).to_contain_text("the code word is amber-42.")
 
     page.get_by_role("button", name="Memory of message 0").click()
     expect(page.get_by_role("region", name="Where message 0 is kept")).to_contain_text("Kept now by the view line 0+1")
@@ -180,7 +185,8 @@ def held(tmp_path):
     gate = Gate()
     with FakeModelServer() as fake:
         fake.script(Reply(Text("First I look back. "), ToolCall("zoom", {"id": 0, "n": 1})),
-                    Reply(Text("The answer is forty-two."), gate=gate))
+                    Reply(Text("The answer is forty-two."), gate=gate),
+                    Reply(Text("Held again."), gate=gate))
         try:
             with serve(fake_reply_settings(tmp_path / "home", fake.base_url)) as running:
                 yield running, gate
@@ -202,7 +208,13 @@ def test_r37_stop_ends_the_reply_and_keeps_what_streamed(held, pages):
     ended(page)
     expect(page.get_by_text("The answer is forty-two.")).to_have_count(0)
     expect(assistant(page)).to_have_count(1)
-    expect(message_box(page)).to_be_enabled()
+
+    send(page, "And now?")  # held before its first word; Esc stops it
+    expect(stop).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.get_by_text("Stopped. The reply so far is kept, marked incomplete.")).to_have_count(2)
+    ended(page)
+    expect(page.get_by_text("Held again.")).to_have_count(0)
 
 
 def test_r36_a_reload_in_the_middle_of_a_reply_loses_nothing_and_doubles_nothing(held, pages):
@@ -240,6 +252,13 @@ def test_the_inspector_shows_the_view_as_slips_and_opens_one_down_to_its_message
     page = pages.new()
     open_chat(page, long_chat.link)
     expect(page.locator("#messages li.msg-note").last).to_contain_text("Note 299:")
+    rows = page.locator("#messages li[data-id]")
+    expect(rows).to_have_count(50)  # the newest page only, never the whole chat
+    expect(rows.first).to_contain_text("Note 250:")
+    page.locator("#scroller").evaluate("(box) => { box.scrollTop = 0; }")
+    expect(rows).to_have_count(100)  # scrolling up loads the page before
+    expect(rows.first).to_contain_text("Note 200:")
+
     page.get_by_role("tab", name="Memory").click()
     slips = page.get_by_role("list", name="Turn view lines")
     first = slips.get_by_role("button", name=re.compile(r"^0\+(\d+): \d+ messages"))
@@ -247,7 +266,6 @@ def test_the_inspector_shows_the_view_as_slips_and_opens_one_down_to_its_message
     count = int(re.match(r"0\+(\d+)", first.get_attribute("aria-label")).group(1))
     assert count >= 2
     expect(page.get_by_role("meter", name="View size")).to_have_attribute("aria-valuenow", re.compile(r"^\d+$"))
-    page.screenshot(path=str(shot_folder(tmp_path) / "inspector.png"))
 
     first.click()  # open 0+count, then its first half each time, down to message 0
     opened = [f"0+{count}"]
@@ -259,6 +277,7 @@ def test_the_inspector_shows_the_view_as_slips_and_opens_one_down_to_its_message
         opened.append(f"0+{count}")
     original = page.get_by_role("article", name="Message 0")
     expect(original).to_contain_text("Note 0: word0x0 topic0")
+    page.screenshot(path=str(shot_folder(tmp_path) / "inspector.png"))
     page.get_by_role("button", name=f"Fold {opened[0]} back").click()
     expect(original).to_be_hidden()
     expect(first).to_have_attribute("aria-expanded", "false")
