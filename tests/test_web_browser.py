@@ -370,3 +370,48 @@ def test_a_phone_375_pixels_wide_never_scrolls_sideways(served, pages, tmp_path)
     page.get_by_role("button", name="Make a pairing link").click()
     expect(page.get_by_role("img", name="QR code of the pairing link")).to_be_visible()
     assert page.evaluate(wide) <= 375
+
+
+CONTRAST = """() => {
+    const rgb = (text) => text.match(/[\\d.]+/g).map(Number);
+    const light = ([r, g, b]) => {
+        const [R, G, B] = [r, g, b].map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * R + 0.7152 * G + 0.0722 * B;
+    };
+    const behind = (node) => {
+        for (; node; node = node.parentElement) {
+            const color = rgb(getComputedStyle(node).backgroundColor);
+            if (color.length < 4 || color[3] > 0) return color;
+        }
+        return [255, 255, 255];
+    };
+    const found = {};
+    const pick = {
+        "reply text": "#messages li.msg-assistant .text", "your text": "#messages li.msg-user .text",
+        "time": "#messages li.msg-user .when", "Copy": "#messages li.msg-user button.link",
+        "tool line": "#messages li.tool summary", "day": "#messages li.day", "Send": "#send",
+        "tab": "#tab-memory", "selected tab": "#tab-chat", "placeholder box": "#composer-text",
+    };
+    for (const [name, selector] of Object.entries(pick)) {
+        const node = document.querySelector(selector);
+        if (!node) { found[name] = 0; continue; }
+        const [a, b] = [light(rgb(getComputedStyle(node).color)), light(behind(node))];
+        found[name] = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    }
+    return found;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_and_controls_meet_wcag_aa_contrast_in_both_themes(served, pages, scheme):
+    page = pages.new(color_scheme=scheme)  # the system's theme, followed by default
+    open_chat(page, served.link)
+    send(page, "Remember that the code word is amber-42.")
+    ended(page)
+    send(page, "What is the code word?")
+    expect(page.locator("#messages li.tool")).to_have_count(1)
+    ended(page)
+    ratios = page.evaluate(CONTRAST)
+    assert all(ratio >= 4.5 for ratio in ratios.values()), ratios
+    dark = page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(20, 20, 20)"
+    assert dark == (scheme == "dark")
