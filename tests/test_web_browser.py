@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from web_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, fake_reply_settings, serve, shot_folder
+from page_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, fake_reply_settings, serve, shot_folder
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
