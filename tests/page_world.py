@@ -1,7 +1,7 @@
-"""A world for the web page's browser tests (tests/test_web_browser.py): the real server (`make_app` over a real
-`ChatSession`, served on a thread at a free port) in the test's own folder, and a headless
-Chromium driven by Playwright. Screenshots go to docs/screenshots/ with EVERCHAT_SCREENSHOTS=1,
-else to the test's folder."""
+"""A world for the web page's browser tests (tests/test_web_browser.py): the real server
+(`make_app` over a real `ChatSession`, served on a thread at a free port) in the test's own
+folder, and a headless Chromium driven by Playwright. Screenshots go to docs/screenshots/
+with EVERCHAT_SCREENSHOTS=1, else to the test's folder."""
 
 from __future__ import annotations
 

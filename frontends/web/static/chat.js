@@ -88,7 +88,8 @@ async function toggleMemory(id, box, button) {
     const line = found.line || {};
     box.append(h("p", {}, "Kept now by the view line ", h("code", { text: `${line.first}+${line.count}` }),
       line.built === false ? " (not summarized yet)" : "", ":"), h("blockquote", { text: line.text || "" }));
-    const path = found.path || [];
+    const path = (found.path || []).filter((step, at) => !(at === 0 && step.first === line.first &&
+      step.count === line.count));
     if (path.length) {
       box.append(h("p", { text: "From that line down to the message:" }),
         h("ol", { class: "path" }, path.map((step) => h("li", {},
