@@ -249,7 +249,7 @@ def long_chat(tmp_path):
 
 
 def test_the_inspector_shows_the_view_as_slips_and_opens_one_down_to_its_message(long_chat, pages, tmp_path):
-    page = pages.new()
+    page = pages.new(viewport={"width": 1280, "height": 1000})
     open_chat(page, long_chat.link)
     expect(page.locator("#messages li.msg-note").last).to_contain_text("Note 299:")
     rows = page.locator("#messages li[data-id]")
@@ -277,6 +277,7 @@ def test_the_inspector_shows_the_view_as_slips_and_opens_one_down_to_its_message
         opened.append(f"0+{count}")
     original = page.get_by_role("article", name="Message 0")
     expect(original).to_contain_text("Note 0: word0x0 topic0")
+    page.locator("#panel-memory").evaluate("(panel) => { panel.scrollTop = 0; }")
     page.screenshot(path=str(shot_folder(tmp_path) / "inspector.png"))
     page.get_by_role("button", name=f"Fold {opened[0]} back").click()
     expect(original).to_be_hidden()
