@@ -17,6 +17,9 @@ expect.set_options(timeout=30_000)
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text, ToolCall  # noqa: E402
 
 LOCKED = "Open the link everchat web printed."
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+"""A 1x1 PNG."""
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +135,11 @@ def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_
 
     send(page, "What is the code word?")
     expect(assistant(page).nth(1)).to_contain_text(re.compile(r'In message 0 you wrote: ".*the code word is amber-42\."'))
+    thought = page.locator("#messages li.thinking details")
+    expect(thought.locator("summary")).to_have_text(re.compile(r"^Thought for \d+s$"))
+    expect(thought).not_to_have_attribute("open", "")
+    thought.locator("summary").click()  # it opens to what the model thought
+    expect(thought.locator(".thinking-text")).to_be_visible()
     tool = page.locator("#messages li.tool")
     expect(tool).to_have_count(1)
     expect(tool.locator("summary")).to_have_text(re.compile(r"Read message 0$"))
@@ -166,8 +174,16 @@ def test_an_image_pasted_shows_a_preview_can_be_removed_and_goes_with_the_messag
     page.get_by_role("button", name="Remove image 1").click()
     expect(previews.get_by_role("img")).to_have_count(0)
 
-    page.evaluate(paste)
+    drop = paste.replace('box.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data,',
+                         'document.getElementById("panel-chat").dispatchEvent(new DragEvent("drop", {dataTransfer: data,')
+    page.evaluate(drop)  # dragged and dropped on the chat
     expect(previews.get_by_role("img", name="Image 1 to send: dot.png")).to_be_visible()
+    with page.expect_file_chooser() as chosen:  # and by the button
+        page.get_by_role("button", name="Attach an image").click()
+    chosen.value.set_files([{"name": "one.png", "mimeType": "image/png", "buffer": PNG}])
+    expect(previews.get_by_role("img", name="Image 2 to send: one.png")).to_be_visible()
+    page.get_by_role("button", name="Remove image 2").click()
+    expect(previews.get_by_role("img")).to_have_count(1)
     send(page, "What is in this picture?")
     sent = page.locator("#messages li.msg-user").first
     expect(sent).to_contain_text("What is in this picture?")
@@ -288,7 +304,7 @@ def test_the_inspector_shows_the_view_as_slips_and_opens_one_down_to_its_message
 
 
 def test_a_second_browser_pairs_with_the_pairing_link_and_sees_the_same_chat(served, pages, tmp_path):
-    first = pages.new()
+    first = pages.new(viewport={"width": 1000, "height": 1400})
     open_chat(first, served.link)
     send(first, "Remember that the code word is amber-42.")
     ended(first)
