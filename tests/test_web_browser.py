@@ -114,7 +114,7 @@ def test_a_page_without_a_session_is_locked_and_the_link_opens_it_and_leaves_the
 
 
 def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_line(served, pages, tmp_path):
-    page = pages.new()
+    page = pages.new(viewport={"width": 1100, "height": 1150})
     open_chat(page, served.link)
     page.evaluate("""() => {
         window.pieces = 0;
