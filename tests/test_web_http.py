@@ -362,6 +362,8 @@ def test_a_socket_that_resumes_after_an_id_gets_exactly_the_events_it_missed(web
             resumed: list = []
             if hello_again["last"] > saw["id"]:
                 await until(again, lambda e: e["id"] == hello_again["last"], resumed)
+            if everything[-1]["id"] < hello_again["last"]:  # status events after the end
+                await until(watcher, lambda e: e.get("id") == hello_again["last"], everything)
             missed = [e for e in everything if saw["id"] < e["id"] <= hello_again["last"]]
             assert resumed == missed and missed and missed[-1]["type"] in ("ended", "status")
             assert [e["id"] for e in resumed] == list(range(saw["id"] + 1, hello_again["last"] + 1))
@@ -482,5 +484,30 @@ def test_r9_an_image_is_stored_once_served_back_and_sent_with_a_message(web):
             async with client.post(web.base + "/api/note", json={"text": "a note"},
                                    headers={"Origin": web.origin}) as response:
                 assert await response.json() == {"id": sent["id"] + 2}
+
+    run(body())
+
+
+def test_r21_the_compaction_view_is_served_apart_from_the_view(web):
+    # 200 notes of 200 bytes: free leaves and free parents (R11), 42 KB of view lines, so the
+    # compaction view (over its 32,000, R21) merges pairs while the view (128,000) does not.
+    items = [schema.Append(kind="note", text=f"{n:03} " + "y" * 196, key=f"c-{n}", images=[], meta=None)
+             for n in range(200)]
+    web.session.append_many(items, timeout=120)
+    assert web.session.status()["messages"] == 200  # the planner answers after planning what was logged
+
+    async def body():
+        async with web.client() as client:
+            await web.sign_in(client)
+            async with client.get(web.base + "/api/view?which=turn") as response:
+                view = await response.json()
+            async with client.get(web.base + "/api/view?which=compaction") as response:
+                compaction = await response.json()
+            assert [(line["first"], line["count"]) for line in view["lines"]] == [(n, 1) for n in range(200)]
+            spans = [(line["first"], line["count"]) for line in compaction["lines"]]
+            assert len(spans) < 200 and compaction["bytes"] < view["bytes"]  # merged by R18, the view not
+            assert [first for first, _ in spans] == [0] + [f + c for f, c in spans[:-1]]  # contiguous, R13
+            assert spans[-1][0] + spans[-1][1] == 200
+            assert compaction["bytes"] == sum(line["bytes"] for line in compaction["lines"])
 
     run(body())
