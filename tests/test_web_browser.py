@@ -92,8 +92,11 @@ def assistant(page):
     return page.locator("#messages li.msg-assistant")
 
 
-def ended(page) -> None:
-    """The turn is over and its rows carry their logged ids (the page checked them against the log)."""
+def ended(page, replies: int | None = None) -> None:
+    """The turn is over (after `replies` replies, when given: right after a send the turn may
+    not have started yet) and its rows carry their logged ids (checked against the log)."""
+    if replies is not None:
+        expect(assistant(page)).to_have_count(replies)
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     expect(page.locator("#messages li.live")).to_have_count(0)
 
@@ -191,7 +194,7 @@ def test_an_image_pasted_shows_a_preview_can_be_removed_and_goes_with_the_messag
     expect(image).to_have_attribute("src", re.compile(r"^/api/asset/[0-9a-f]{64}$"))
     page.wait_for_function("(img) => img.complete && img.naturalWidth === 8", arg=image.element_handle())
     expect(previews.get_by_role("img")).to_have_count(0)
-    ended(page)
+    ended(page, replies=1)
 
 
 @pytest.fixture
@@ -307,7 +310,7 @@ def test_a_second_browser_pairs_with_the_pairing_link_and_sees_the_same_chat(ser
     first = pages.new(viewport={"width": 1000, "height": 1400})
     open_chat(first, served.link)
     send(first, "Remember that the code word is amber-42.")
-    ended(first)
+    ended(first, replies=1)
     first.get_by_role("tab", name="Settings").click()
     expect(first.get_by_text("Demo mode: replies and summaries come from the built-in demo model")).to_be_visible()
     first.get_by_role("button", name="Make a pairing link").click()
@@ -376,7 +379,7 @@ def test_a_phone_375_pixels_wide_never_scrolls_sideways(served, pages, tmp_path)
     ended(page)
     send(page, "What did I ask you to remember?")
     expect(page.locator("#messages li.tool")).to_have_count(1)
-    ended(page)
+    ended(page, replies=2)
     wide = "document.documentElement.scrollWidth"
     assert page.evaluate(wide) <= 375
     page.screenshot(path=str(shot_folder(tmp_path) / "phone.png"))
@@ -424,10 +427,10 @@ def test_text_and_controls_meet_wcag_aa_contrast_in_both_themes(served, pages, s
     page = pages.new(color_scheme=scheme)  # the system's theme, followed by default
     open_chat(page, served.link)
     send(page, "Remember that the code word is amber-42.")
-    ended(page)
+    ended(page, replies=1)
     send(page, "What is the code word?")
     expect(page.locator("#messages li.tool")).to_have_count(1)
-    ended(page)
+    ended(page, replies=2)
     ratios = page.evaluate(CONTRAST)
     assert all(ratio >= 4.5 for ratio in ratios.values()), ratios
     dark = page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(20, 20, 20)"
@@ -448,14 +451,13 @@ def test_a_lost_socket_reconnects_with_its_place_and_misses_nothing(served, page
     page.route_web_socket(re.compile(r"/api/events"), route)
     open_chat(page, served.link)
     send(page, "Remember that the code word is amber-42.")
-    ended(page)
+    ended(page, replies=1)
     sockets[0].close(code=1011, reason="lost")
     page.wait_for_function("() => document.getElementById('conn').dataset.state !== 'live'")
     other = pages.new()
     open_chat(other, served.link)
     send(other, "Remember that the door code is 1234.")  # while the first page is away
-    expect(assistant(other)).to_have_count(2)
-    ended(other)
+    ended(other, replies=2)
     expect(page.get_by_text("Remember that the door code is 1234.")).to_have_count(0)
     for _ in range(300):  # the page dials again (after its backoff); the route hears of it as events pass
         if held:
