@@ -102,12 +102,16 @@ function forget(row) {
 
 // ---- history ---------------------------------------------------------------------------
 
+let generation = 0; // a newer load (a reset during the first one) wins
+
 export async function loadNewest() {
+  const mine = ++generation;
   ready = false;
+  const page = await api(`/api/history?limit=${PAGE}`);
+  if (mine !== generation) return;
   live = null;
   rows.clear();
   clear(list);
-  const page = await api(`/api/history?limit=${PAGE}`);
   for (const message of page.messages) add(logged(message));
   oldest = page.messages.length ? page.messages[0].id : null;
   hasOlder = oldest !== null && oldest > 0;
@@ -123,7 +127,9 @@ async function loadOlder() {
   loadingOlder = true;
   olderNote.textContent = "Loading older messages…";
   try {
+    const mine = generation;
     const page = await api(`/api/history?before=${oldest}&limit=${PAGE}`);
+    if (mine !== generation || !ready) return; // the chat was reloaded meanwhile
     const fromBottom = scroller.scrollHeight - scroller.scrollTop;
     const made = [];
     for (const message of page.messages) {
