@@ -115,6 +115,12 @@ def test_a_page_without_a_session_is_locked_and_the_link_opens_it_and_leaves_the
     page.reload()  # the cookie keeps the session
     expect(page.get_by_role("tab", name="Chat")).to_be_visible()
 
+    manifest = page.locator('link[rel="manifest"]').get_attribute("href")
+    answer = page.request.get(f"{served.origin}/{manifest}")
+    assert answer.ok and answer.json()["name"] == "Everchat"
+    icon = answer.json()["icons"][0]
+    assert page.request.get(f"{served.origin}/{icon['src']}").headers["content-type"] == "image/svg+xml"
+
 
 def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_line(served, pages, tmp_path):
     page = pages.new(viewport={"width": 1100, "height": 1150})
@@ -150,6 +156,14 @@ def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_
     tool.locator("summary").click()
     expect(tool.locator(".args")).to_contain_text('"id": 0')
     expect(tool.locator(".result")).to_contain_text("the code word is amber-42.")
+
+    labels = page.evaluate("""async () => {
+        const { toolLabel } = await import("/messages.js");
+        return [toolLabel("zoom", '{"id": 4096, "n": 4096}'), toolLabel("zoom", '{"id": 12, "n": 1}'),
+                toolLabel("date", '{"id": 12}'), toolLabel("zoom", '{"id": "Scout"}')];
+    }""")
+    assert labels == ["Looked back at 4,096 messages", "Read message 12", "Checked the date of 12",
+                      "Read Scout's transcript"]
 
     page.get_by_role("button", name="Memory of message 0").click()
     expect(page.get_by_role("region", name="Where message 0 is kept")).to_contain_text("Kept now by the view line 0+1")
