@@ -291,6 +291,8 @@ def test_the_inspector_shows_the_view_as_slips_and_opens_one_down_to_its_message
     page.locator("#scroller").evaluate("(box) => { box.scrollTop = 0; }")
     expect(rows).to_have_count(100)  # scrolling up loads the page before
     expect(rows.first).to_contain_text("Note 200:")
+    send(page, "What did Note 7 say about topic3?")  # a turn, for the usage figures
+    ended(page, replies=1)
 
     page.get_by_role("tab", name="Memory").click()
     slips = page.get_by_role("list", name="Turn view lines")
