@@ -165,6 +165,16 @@ def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_
     assert labels == ["Looked back at 4,096 messages", "Read message 12", "Checked the date of 12",
                       "Read Scout's transcript"]
 
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served.origin)
+    page.get_by_role("button", name="Copy message 0").click()
+    copied = ""
+    for _ in range(300):  # the copy is written asynchronously: read until it is there
+        copied = page.evaluate("() => navigator.clipboard.readText()")
+        if copied:
+            break
+        page.wait_for_timeout(100)
+    assert copied == "Remember that\nthe code word is amber-42."
+
     page.get_by_role("button", name="Memory of message 0").click()
     expect(page.get_by_role("region", name="Where message 0 is kept")).to_contain_text("Kept now by the view line 0+1")
     page.screenshot(path=str(shot_folder(tmp_path) / "chat.png"))
