@@ -127,7 +127,9 @@ def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_
     open_chat(page, served.link)
     page.evaluate("""() => {
         window.pieces = 0;
-        new MutationObserver((changes) => { window.pieces += changes.filter((c) => c.type === "characterData").length; })
+        new MutationObserver((changes) => {
+            window.pieces += changes.filter((c) => c.type === "characterData").length;
+        })
             .observe(document.getElementById("messages"), {subtree: true, characterData: true});
     }""")
     message_box(page).type("Remember that")
@@ -139,11 +141,13 @@ def test_a_message_to_the_demo_model_streams_its_reply_and_a_question_zooms_one_
     expect(message_box(page)).to_have_value("")
     ended(page)
     assert page.evaluate("window.pieces") > 1  # it came in pieces, as streamed
-    expect(page.locator("#messages li.msg-user").first).to_have_text(re.compile("Remember that\nthe code word is amber-42."))
+    first = page.locator("#messages li.msg-user").first
+    expect(first).to_have_text(re.compile("Remember that\nthe code word is amber-42."))
     expect(page.get_by_role("separator", name="Today")).to_have_count(1)
 
     send(page, "What is the code word?")
-    expect(assistant(page).nth(1)).to_contain_text(re.compile(r'In message 0 you wrote: ".*the code word is amber-42\."'))
+    answer = re.compile(r'In message 0 you wrote: ".*the code word is amber-42\."')
+    expect(assistant(page).nth(1)).to_contain_text(answer)
     thought = page.locator("#messages li.thinking details")
     expect(thought.locator("summary")).to_have_text(re.compile(r"^Thought for \d+s$"))
     expect(thought).not_to_have_attribute("open", "")
@@ -202,7 +206,8 @@ def test_an_image_pasted_shows_a_preview_can_be_removed_and_goes_with_the_messag
     expect(previews.get_by_role("img")).to_have_count(0)
 
     drop = paste.replace('box.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data,',
-                         'document.getElementById("panel-chat").dispatchEvent(new DragEvent("drop", {dataTransfer: data,')
+                         'document.getElementById("panel-chat")'
+                         '.dispatchEvent(new DragEvent("drop", {dataTransfer: data,')
     page.evaluate(drop)  # dragged and dropped on the chat
     expect(previews.get_by_role("img", name="Image 1 to send: dot.png")).to_be_visible()
     with page.expect_file_chooser() as chosen:  # and by the button
@@ -421,7 +426,10 @@ def test_a_phone_375_pixels_wide_never_scrolls_sideways(served, pages, tmp_path)
 CONTRAST = """() => {
     const rgb = (text) => text.match(/[\\d.]+/g).map(Number);
     const light = ([r, g, b]) => {
-        const [R, G, B] = [r, g, b].map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
+        const [R, G, B] = [r, g, b].map((c) => {
+            c /= 255;
+            return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+        });
         return 0.2126 * R + 0.7152 * G + 0.0722 * B;
     };
     const behind = (node) => {
