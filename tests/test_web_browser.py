@@ -235,11 +235,11 @@ def held(tmp_path):
         fake.script(Reply(Text("First I look back. "), ToolCall("zoom", {"id": 0, "n": 1})),
                     Reply(Text("The answer is forty-two."), gate=gate),
                     Reply(Text("Held again."), gate=gate))
-        try:
-            with serve(fake_reply_settings(tmp_path / "home", fake.base_url)) as running:
+        with serve(fake_reply_settings(tmp_path / "home", fake.base_url)) as running:
+            try:
                 yield running, gate
-        finally:
-            gate.open()
+            finally:
+                gate.open()  # before the chat closes: nothing waits on it any more
 
 
 def test_r37_stop_ends_the_reply_and_keeps_what_streamed(held, pages):
