@@ -1,0 +1,150 @@
+// Settings: the connection and models (read only), the theme, the sessions (revoke), and
+// pairing another device (a single-use link and its QR code, drawn by the server).
+
+import { api, store } from "./api.js";
+import { $, clear, copyText, h, showError } from "./dom.js";
+
+const THEME = "everchat-theme";
+
+function when(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+export function showMe(me) {
+  $("demo-note").hidden = !me.demo;
+  const facts = $("models");
+  clear(facts);
+  const models = me.models || {};
+  const rows = [
+    ["This browser", (me.session && me.session.name) || ""],
+    ["Chat folder", me.chat || ""],
+    ["Reply model", models.reply || ""],
+    ["Summary model", models.summary || ""],
+    ["Reasoning effort", models.effort || "default"],
+    ["Everchat", me.version || ""],
+  ];
+  for (const [term, value] of rows) facts.append(h("dt", { text: term }), h("dd", { text: String(value) }));
+}
+
+// ---- theme -----------------------------------------------------------------------------
+
+function applyTheme(choice) {
+  if (choice === "light" || choice === "dark") document.documentElement.setAttribute("data-theme", choice);
+  else document.documentElement.removeAttribute("data-theme");
+}
+
+function savedTheme() {
+  try {
+    return localStorage.getItem(THEME) || "system";
+  } catch (error) {
+    return "system";
+  }
+}
+
+for (const radio of document.querySelectorAll('input[name="theme"]')) {
+  radio.checked = radio.value === savedTheme();
+  radio.addEventListener("change", () => {
+    if (!radio.checked) return;
+    try {
+      localStorage.setItem(THEME, radio.value);
+    } catch (error) {
+      // not saved; this page still shows it
+    }
+    applyTheme(radio.value);
+  });
+}
+
+// ---- sessions --------------------------------------------------------------------------
+
+export async function loadSessions() {
+  const list = $("sessions");
+  const error = $("sessions-error");
+  try {
+    const answer = await api("/api/sessions");
+    showError(error, "");
+    clear(list);
+    for (const session of answer.sessions) {
+      const revoke = h("button", { type: "button", class: "danger",
+        "aria-label": `Revoke ${session.name}${session.current ? " (this browser)" : ""}`, text: "Revoke" });
+      revoke.addEventListener("click", () => revokeSession(session, revoke));
+      list.append(h("li", { class: session.current ? "session current" : "session" },
+        h("div", {},
+          h("strong", { text: session.name || session.id }),
+          session.current ? h("span", { class: "tag", text: "this browser" }) : null,
+          h("p", { class: "muted", text: `since ${when(session.created)} · last seen ${when(session.last_seen)}` })),
+        revoke));
+    }
+  } catch (failure) {
+    if (failure.status !== 401) showError(error, `The sessions did not load: ${failure.message}`);
+  }
+}
+
+async function revokeSession(session, button) {
+  if (session.current && !window.confirm("Revoke this browser's own session? This page locks until you open the link again.")) {
+    return;
+  }
+  button.disabled = true;
+  try {
+    await api(`/api/sessions/${encodeURIComponent(session.id)}`, { method: "DELETE" });
+    await loadSessions();
+  } catch (failure) {
+    button.disabled = false;
+    if (failure.status !== 401) showError($("sessions-error"), `Not revoked: ${failure.message}`);
+  }
+}
+
+// ---- pairing ---------------------------------------------------------------------------
+
+// The QR code is the server's SVG; it becomes an <img> from a data: URL, so it is never
+// parsed into this page's document.
+function svgUrl(text) {
+  const bytes = new TextEncoder().encode(text);
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return `data:image/svg+xml;base64,${btoa(binary)}`;
+}
+
+let expiryTimer = null;
+
+async function pair() {
+  const error = $("pair-error");
+  const button = $("pair");
+  button.disabled = true;
+  try {
+    const answer = await api("/api/pair", { method: "POST", json: {} });
+    showError(error, "");
+    $("pair-qr").src = svgUrl(answer.qr_svg || "");
+    $("pair-link").value = answer.link;
+    const expires = new Date(answer.expires);
+    const say = () => {
+      const left = Math.round((expires.getTime() - Date.now()) / 60000);
+      $("pair-expiry").textContent = left > 0 ?
+        `Single use; valid until ${expires.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" })} ` +
+        `(about ${left} minute${left === 1 ? "" : "s"}).` : "This link has expired: make a new one.";
+    };
+    say();
+    clearInterval(expiryTimer);
+    expiryTimer = setInterval(say, 30000);
+    const host = new URL(answer.link).hostname;
+    $("pair-reach").hidden = !["127.0.0.1", "localhost", "[::1]", "::1"].includes(host);
+    $("pairing").hidden = false;
+    button.textContent = "Make a new pairing link";
+  } catch (failure) {
+    if (failure.status !== 401) showError(error, `No pairing link: ${failure.message}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+$("pair").addEventListener("click", pair);
+$("pair-copy").addEventListener("click", async () => {
+  const done = await copyText($("pair-link").value);
+  $("pair-copy").textContent = done ? "Copied" : "Copy failed";
+  setTimeout(() => { $("pair-copy").textContent = "Copy link"; }, 1500);
+});
+
+export function openSettings() {
+  if (store.me) showMe(store.me);
+  loadSessions();
+}
