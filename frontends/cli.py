@@ -44,6 +44,7 @@ _COMMANDS = {
     "repair": "rebuild what is derived from the log (index, views), set unreadable files aside; never edits the log",
     "setup": "choose the models, check them, save config.toml (keys stay in the environment)",
     "serve": "run the chat's actors until interrupted",
+    "web": "serve the chat to a browser on this computer (docs/WEB.md)",
     "actor": "run one actor that joins a running chat",
     "ops": "a live table of every actor's mailbox",
 }
@@ -135,6 +136,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="compactor workers, 1 to 8 (R31; default compaction_jobs, as every command)")
     serve.add_argument("--remote", action="append", default=[], metavar="NAME",
                        help="an actor that joins from another host instead of being started here")
+    serve.add_argument("--web", action="store_true", help="serve the chat to a browser too, as `everchat web`")
+    from everchat.frontends.commands_web import add_web_arguments
+
+    add_web_arguments(serve)
+    web = command("web")
+    web.add_argument("--workers", type=int, default=None,
+                     help="compactor workers, 1 to 8 (R31; default compaction_jobs, as every command)")
+    add_web_arguments(web)
     actor = command("actor")
     actor.add_argument("name", help="e.g. compactor.3")
     actor.add_argument("--join", required=True, metavar="ENDPOINT", help="the supervisor's endpoint (tcp://HOST:PORT)")
@@ -210,6 +219,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands_turn.run(command, args)
     if command == "chat":
         return _terminal(args)
+    if command == "web" or (command == "serve" and args.web):
+        from everchat.frontends import commands_web
+
+        return commands_web.run(args)
     return _host_actors(args)
 
 
