@@ -13,6 +13,9 @@ and headless Chromium for the load.
    (CLOCK_MONOTONIC, one clock for every process on Linux). The hub's half is told apart
    by noting when `ChatSession.next_event` handed the hub each `TurnText` (a thin wrapper
    around the session the hub reads, here, not in the server).
+   The default gap (5 ms: 200 deltas a second, faster than models stream) keeps the
+   pipeline below saturation: a delta costs this process about 0.8 ms of CPU (fake model
+   and SDK included), so a 1 ms gap measures a backlog rather than a delta's trip.
 2. Page load to interactive on a `--messages` chat (built once under `--dir` by
    `bench_open.make_chat`): Chromium with the session cookie already set opens `/`; ready
    is the first moment the chat panel shows, the composer is enabled and the newest
@@ -29,7 +32,7 @@ and headless Chromium for the load.
 Each figure is one JSON line. Percentiles are per turn; a figure's value is the median
 over `--turns` turns, with the minimum beside it.
 
-    python tools/bench/bench_web.py [--deltas 2000] [--gap 1] [--turns 3] [--clients 20]
+    python tools/bench/bench_web.py [--deltas 1000] [--gap 5] [--turns 3] [--clients 20]
                                     [--messages 100000] [--loads 15] [--dir /tmp/everchat-bench]
 """
 
@@ -106,9 +109,14 @@ class _Server:
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def web_cpu(self) -> float:
-        """CPU seconds the web server's threads (its loop, the hub's two) have used."""
-        return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in self.threads if t.is_alive())
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used so far: by the whole process, the web server's threads (its
+        loop, the hub's two) and the fake model server's thread."""
+        def used(threads) -> float:
+            return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in threads if t.is_alive())
+
+        fake = [t for t in threading.enumerate() if t.name.startswith("fakemodel:")]
+        return {"process": time.process_time(), "web": used(self.threads), "fakemodel": used(fake)}
 
 
 @contextmanager
@@ -188,10 +196,10 @@ def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float) 
             raise RuntimeError(f"the clients did not connect (exit {child.wait(timeout)})")
         seen = len(fake.requests)
         server.stamped.texts.clear()
-        cpu, web = time.process_time(), server.web_cpu()
+        before = server.cpu()
         server.session.send("stream please")
         out, _ = child.communicate(timeout=timeout)
-        cpu, web = time.process_time() - cpu, server.web_cpu() - web
+        cpu = {group: used - before[group] for group, used in server.cpu().items()}
     finally:
         if child.poll() is None:
             child.kill()
@@ -215,7 +223,8 @@ def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float) 
                     hub_lags.append((at - hub[k]) * 1000)
     to_hub = [(hub[k] - sent[k]) * 1000 for k in hub if k < len(sent)]
     return {"clients": clients, "complete": complete, "problems": problems[:3], "deltas_sent": len(sent),
-            "lag": lags, "hub_to_client": hub_lags, "model_to_hub": to_hub, "cpu_s": cpu, "web_cpu_s": web}
+            "lag": lags, "hub_to_client": hub_lags, "model_to_hub": to_hub,
+            "cpu_s": {**cpu, "session": cpu["process"] - cpu["web"] - cpu["fakemodel"]}}
 
 
 def stream_turns(home: Path, clients: tuple[int, ...], deltas: int, gap_ms: float, turns: int,
@@ -302,7 +311,35 @@ def load_pages(path: Path, home: Path, loads: int, timeout_ms: float = 60_000) -
                                  **fetched})
         finally:
             browser.close()
-    return {"messages": newest + 1, "runs": runs}
+        api = _time_api(server, loads)
+    return {"messages": newest + 1, "runs": runs, "api": api}
+
+
+_PAGE_ROUTES = ("/api/me", "/api/history?limit=50", "/api/status")
+
+
+def _time_api(server: _Server, times: int) -> dict[str, list[float]]:
+    """Milliseconds of each read the page makes at its start, asked `times` times over one
+    kept-alive connection (request sent to answer read whole)."""
+    import http.client
+
+    from everchat.frontends.web.auth import COOKIE
+
+    out: dict[str, list[float]] = {route: [] for route in _PAGE_ROUTES}
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        for _ in range(times + 1):
+            for route in _PAGE_ROUTES:
+                began = time.perf_counter()
+                connection.request("GET", route, headers={"Cookie": f"{COOKIE}={server.cookie}"})
+                answer = connection.getresponse()
+                answer.read()
+                if answer.status != 200:
+                    raise RuntimeError(f"GET {route}: {answer.status}")
+                out[route].append((time.perf_counter() - began) * 1000)
+    finally:
+        connection.close()
+    return {route: values[1:] for route, values in out.items()}  # the first of each not counted
 
 
 # -- the figures ------------------------------------------------------------------------
@@ -319,6 +356,15 @@ def _lag_lines(name: str, runs: list[dict], what: str, key: str = "lag", **extra
     for q, label in ((0.5, "p50"), (0.99, "p99")):
         out.append(_line(f"{name}_{label}_ms", [percentile(run[key], q) for run in runs], what, **extra))
     return out
+
+
+_CPU_GROUPS = (
+    ("web", "the web server's threads (its loop, the hub's event and status threads)"),
+    ("session", "the ChatSession (its actors, the turn runner, the SDK: the process but the web threads "
+                "and the fake model's)"),
+    ("fakemodel", "the fake model server's thread"),
+    ("process", "the whole server process (the clients are elsewhere)"),
+)
 
 
 def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap_ms: float) -> list[dict]:
@@ -348,14 +394,13 @@ def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap
                       "what": "clients that got every event once, in order, and every delta of the reply "
                               "(worst turn)"})
         if one:
-            for key, where in (("web_cpu_s", "the web server's threads (its loop, the hub's event and "
-                                             "status threads)"),
-                               ("cpu_s", "the whole server process (fake model, ChatSession's actors, web)")):
-                base = statistics.median(t[key] for t in one)
-                with_n = statistics.median(t[key] for t in turns)
-                lines.append({"bench": "web", "figure": f"turn_{key}_{n}_vs_1_clients",
+            for group, where in _CPU_GROUPS:
+                base = statistics.median(t["cpu_s"][group] for t in one)
+                with_n = statistics.median(t["cpu_s"][group] for t in turns)
+                lines.append({"bench": "web", "figure": f"turn_cpu_s_{group}_{n}_vs_1_clients",
                               "value": round(with_n, 4), "one_client": round(base, 4),
                               "ratio": round(with_n / base, 2) if base else None, "deltas": deltas,
+                              "per_delta_us": [round(base / deltas * 1e6, 1), round(with_n / deltas * 1e6, 1)],
                               "what": f"CPU seconds of {where} for one streamed turn (median of "
                                       f"{len(turns)}), {n} clients vs 1"})
     if one:
@@ -377,6 +422,12 @@ def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap
                            "HTTP until the network was idle (Resource Timing transferSize, headers included; "
                            "the WebSocket's frames not counted)", messages=pages["messages"],
                            requests=max(r["requests"] for r in runs)))
+        for route, values in pages["api"].items():
+            name = route.removeprefix("/api/").split("?")[0]
+            lines.append({**_line(f"api_{name}_p50_ms", [percentile(values, 0.5)], f"GET {route} on the "
+                                  f"{pages['messages']}-message chat, asked by a plain HTTP client (request to "
+                                  "whole answer), one of the page's reads at its start",
+                                  calls=len(values)), "p90": round(percentile(values, 0.9), 3)})
         lines.append({"bench": "web", "figure": "page_messages_fetched", "value": max(r["messages_fetched"] for r in runs),
                       "history_requests": max(r["history_requests"] for r in runs), "messages": pages["messages"],
                       "what": "messages the page's /api/history answers held (most over the loads): a page, "
@@ -386,8 +437,8 @@ def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--deltas", type=int, default=2000, help="text deltas in a streamed reply")
-    parser.add_argument("--gap", type=float, default=1.0, help="milliseconds between deltas at the model")
+    parser.add_argument("--deltas", type=int, default=1000, help="text deltas in a streamed reply")
+    parser.add_argument("--gap", type=float, default=5.0, help="milliseconds between deltas at the model")
     parser.add_argument("--turns", type=int, default=3, help="streamed turns per client count")
     parser.add_argument("--clients", type=int, default=20, help="sockets on one turn (besides the 1-socket run)")
     parser.add_argument("--messages", type=int, default=100_000, help="the page load's chat size")
