@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.tools.bench import bench_web
+from everchat.tools.bench import bench_web, web_pages
 
 
 def _reply(deltas: int) -> str:
@@ -29,10 +29,10 @@ def test_a_repeated_event_or_a_lost_delta_fails_the_check():
 
 
 def test_the_bench_prints_its_figures_and_every_client_got_every_delta(tmp_path, capsys):
-    page = Path(bench_web.CHROMIUM).exists() and importlib.util.find_spec("playwright") is not None
+    page = Path(web_pages.CHROMIUM).exists() and importlib.util.find_spec("playwright") is not None
     args = ["--deltas", "30", "--gap", "0.5", "--turns", "1", "--clients", "5", "--messages", "2000",
             "--loads", "1", "--dir", str(tmp_path)]
-    assert bench_web.main(args + ([] if page else ["--skip", "page"])) == 0
+    assert bench_web.main(args + (["--browsers", "1"] if page else ["--skip", "page"])) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     figures = {line["figure"]: line for line in lines}
     assert all(line["bench"] == "web" and "value" in line for line in lines)
@@ -47,4 +47,5 @@ def test_the_bench_prints_its_figures_and_every_client_got_every_delta(tmp_path,
         assert fetched["messages"] == 2000
         assert 0 < fetched["value"] <= 200 * fetched["history_requests"] < 2000  # pages, never the whole chat
         assert figures["page_bytes_fetched"]["value"] > 0
+        assert (figures["pages_complete"]["value"], figures["pages_complete"]["of"]) == (1, 1)
         assert figures["page_ready_ms"]["loads"] == figures["api_history_p50_ms"]["calls"] == 1

@@ -54,14 +54,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from everchat.tools.bench import web_pages
 from everchat.tools.bench.bench_open import make_chat
 from everchat.tools.bench.bench_settle import percentile
 
 __all__ = ["load_pages", "main", "stream_turns"]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 _PIECE = re.compile(r"w(\d{5}) ")
 _WEB_THREADS = ("everchat-web-server", "everchat-web-events", "everchat-web-status")
 
@@ -185,9 +183,12 @@ def _check_client(last: int, events: list, reply: str) -> tuple[bool, str]:
     return True, ""
 
 
-def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float) -> dict:
-    """One streamed turn watched by `clients` sockets; its lags (ms), checks and CPU."""
+def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float,
+              pages: web_pages.Watchers | None = None) -> dict:
+    """One streamed turn watched by `clients` sockets (and `pages`, when given); its lags
+    (ms), checks and CPU."""
     reply = "".join(_piece(k) for k in range(deltas))
+    last_piece = _piece(deltas - 1).strip()
     child = subprocess.Popen([sys.executable, __file__, "--listen", f"ws://127.0.0.1:{server.port}/api/events",
                               "--origin", server.origin, "--cookie", server.cookie, "--clients", str(clients)],
                              stdout=subprocess.PIPE, text=True)
@@ -196,6 +197,8 @@ def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float) 
             raise RuntimeError(f"the clients did not connect (exit {child.wait(timeout)})")
         seen = len(fake.requests)
         server.stamped.texts.clear()
+        if pages is not None:
+            pages.arm(last_piece)
         before = server.cpu()
         server.session.send("stream please")
         out, _ = child.communicate(timeout=timeout)
@@ -222,14 +225,21 @@ def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float) 
                     lags.append((at - sent[k]) * 1000)
                     hub_lags.append((at - hub[k]) * 1000)
     to_hub = [(hub[k] - sent[k]) * 1000 for k in hub if k < len(sent)]
-    return {"clients": clients, "complete": complete, "problems": problems[:3], "deltas_sent": len(sent),
+    page_lags, pages_complete = [], 0
+    for watched in pages.collect(reply, last_piece) if pages is not None else []:
+        pages_complete += watched["complete"]
+        page_lags += [(at - sent[k]) * 1000 for at, text in watched["texts"] for k in _indices(text)]
+    return {"pages": len(pages.pages) if pages is not None else 0, "pages_complete": pages_complete,
+            "page_lag": page_lags,
+            "clients": clients, "complete": complete, "problems": problems[:3], "deltas_sent": len(sent),
             "lag": lags, "hub_to_client": hub_lags, "model_to_hub": to_hub,
             "cpu_s": {**cpu, "session": cpu["process"] - cpu["web"] - cpu["fakemodel"]}}
 
 
 def stream_turns(home: Path, clients: tuple[int, ...], deltas: int, gap_ms: float, turns: int,
-                 timeout: float = 300.0) -> dict[int, list[dict]]:
-    """`turns` streamed turns per client count, through the fake model server."""
+                 browsers: int = 0, timeout: float = 300.0) -> dict[int | str, list[dict]]:
+    """`turns` streamed turns per client count, through the fake model server; then, with
+    `browsers`, `turns` more watched by one socket and that many Chromium pages ("pages")."""
     from everchat.actors.config import load
     from everchat.tools.fakemodel import FakeModelServer, Latency, Reply, Text
 
@@ -241,105 +251,27 @@ def stream_turns(home: Path, clients: tuple[int, ...], deltas: int, gap_ms: floa
                          "compaction_provider": "demo"}, env={"ANTHROPIC_API_KEY": "test-key"}, home=home)
         with _served(settings) as server:
             _one_turn(server, fake, 1, deltas, timeout)  # not counted: the SDK's client and imports warm up
-            return {n: [_one_turn(server, fake, n, deltas, timeout) for _ in range(turns)] for n in clients}
+            out: dict[int | str, list[dict]] = {
+                n: [_one_turn(server, fake, n, deltas, timeout) for _ in range(turns)] for n in clients}
+            with web_pages.watchers(server, browsers) as pages:
+                if pages is not None:
+                    out["pages"] = [_one_turn(server, fake, 1, deltas, timeout, pages) for _ in range(turns)]
+            return out
 
 
 # -- 2: the page's load -----------------------------------------------------------------
 
-_READY_SCRIPT = """
-(() => {
-  const ready = () => {
-    const app = document.getElementById("app");
-    const text = document.getElementById("composer-text");
-    const list = document.getElementById("messages");
-    return !!(app && !app.hidden && text && !text.disabled && list &&
-              list.querySelector('li[data-id="%d"]'));
-  };
-  const mark = () => {
-    if (window.__benchReady !== undefined || !ready()) return;
-    window.__benchReady = performance.now();
-    document.documentElement.dataset.benchReady = "1";
-  };
-  new MutationObserver(mark).observe(document, {subtree: true, childList: true, attributes: true});
-  document.addEventListener("focusin", mark, true);
-})();
-"""
-
-_BYTES_SCRIPT = """
-() => {
-  const entries = [...performance.getEntriesByType("navigation"), ...performance.getEntriesByType("resource")];
-  const history = entries.find((e) => e.name.includes("/api/history"));
-  return {history_end_ms: history ? history.responseEnd : null,
-          transfer: entries.reduce((sum, e) => sum + (e.transferSize || 0), 0),
-          body: entries.reduce((sum, e) => sum + (e.decodedBodySize || 0), 0),
-          requests: entries.length};
-}
-"""
-
-
-def load_pages(path: Path, home: Path, loads: int, timeout_ms: float = 60_000) -> dict:
-    """Open the chat at `path` in Chromium `loads` times (after one load not counted, which
-    warms the server), each in a fresh browser context (no cache) with the cookie set."""
-    from playwright.sync_api import sync_playwright
-
+def load_pages(path: Path, home: Path, loads: int) -> dict:
+    """The chat at `path` served (both models the demo) and opened `loads` times in
+    Chromium (`web_pages.load_pages`); then the page's first reads timed alone."""
     from everchat.actors.config import load
-    from everchat.frontends.web.auth import COOKIE
 
     settings = load({"demo": True, "data_dir": str(path)}, env={}, home=home)
-    runs = []
-    with _served(settings) as server, sync_playwright() as pw:
-        newest = server.session.status()["messages"] - 1
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            for n in range(loads + 1):
-                context = browser.new_context()
-                context.add_cookies([{"name": COOKIE, "value": server.cookie, "url": server.origin}])
-                context.add_init_script(_READY_SCRIPT % newest)
-                page = context.new_page()
-                pages: list = []
-                page.on("response", lambda r: pages.append(r) if "/api/history" in r.url else None)
-                page.goto(server.origin + "/")
-                # (a selector, not wait_for_function: the page's CSP forbids the eval that needs)
-                page.wait_for_selector("html[data-bench-ready]", state="attached", timeout=timeout_ms)
-                ready_ms = page.evaluate("() => window.__benchReady")
-                page.wait_for_load_state("networkidle")
-                fetched = page.evaluate(_BYTES_SCRIPT)
-                held = sum(len(r.json()["messages"]) for r in pages)
-                context.close()
-                if n:
-                    runs.append({"ready_ms": ready_ms, "messages_fetched": held, "history_requests": len(pages),
-                                 **fetched})
-        finally:
-            browser.close()
-        api = _time_api(server, loads)
-    return {"messages": newest + 1, "runs": runs, "api": api}
-
-
-_PAGE_ROUTES = ("/api/me", "/api/history?limit=50", "/api/status")
-
-
-def _time_api(server: _Server, times: int) -> dict[str, list[float]]:
-    """Milliseconds of each read the page makes at its start, asked `times` times over one
-    kept-alive connection (request sent to answer read whole)."""
-    import http.client
-
-    from everchat.frontends.web.auth import COOKIE
-
-    out: dict[str, list[float]] = {route: [] for route in _PAGE_ROUTES}
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    try:
-        for _ in range(times + 1):
-            for route in _PAGE_ROUTES:
-                began = time.perf_counter()
-                connection.request("GET", route, headers={"Cookie": f"{COOKIE}={server.cookie}"})
-                answer = connection.getresponse()
-                answer.read()
-                if answer.status != 200:
-                    raise RuntimeError(f"GET {route}: {answer.status}")
-                out[route].append((time.perf_counter() - began) * 1000)
-    finally:
-        connection.close()
-    return {route: values[1:] for route, values in out.items()}  # the first of each not counted
+    with _served(settings) as server:
+        messages = server.session.status()["messages"]
+        runs = web_pages.load_pages(server, loads)
+        api = web_pages.time_api(server, loads)
+    return {"messages": messages, "runs": runs, "api": api}
 
 
 # -- the figures ------------------------------------------------------------------------
@@ -367,7 +299,7 @@ _CPU_GROUPS = (
 )
 
 
-def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap_ms: float) -> list[dict]:
+def figures(streams: dict[int | str, list[dict]], pages: dict | None, deltas: int, gap_ms: float) -> list[dict]:
     """The JSON lines of a run."""
     lines = []
     one = streams.get(1)
@@ -381,7 +313,7 @@ def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap
                             "send, loopback", key="hub_to_client", **common)
         lines += _lag_lines("delta_model_to_hub", one, "the fake model server's socket write to "
                             "ChatSession.next_event handing the hub the TurnText", key="model_to_hub", **common)
-    many = [n for n in streams if n > 1]
+    many = [n for n in streams if isinstance(n, int) and n > 1]
     for n in many:
         turns = streams[n]
         common = {"clients": n, "deltas": deltas, "gap_ms": gap_ms, "turns": len(turns)}
@@ -407,6 +339,16 @@ def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap
         lines.append({"bench": "web", "figure": "clients_complete_1_clients", "value": min(t["complete"] for t in one),
                       "of": 1, "deltas_each": deltas, "problems": [p for t in one for p in t["problems"]][:3],
                       "what": "the one client got every event once, in order, and every delta (worst turn)"})
+    watched = streams.get("pages")
+    if watched:
+        count = watched[0]["pages"]
+        lines += _lag_lines("page_delta_lag", watched, "a text delta from the fake model server's socket write to "
+                            "real pages' receipt (headless Chromium, the page's own WebSocket message event; "
+                            "the page stamps wall-clock time, converted), over every page and delta",
+                            key="page_lag", deltas=deltas, gap_ms=gap_ms, turns=len(watched))
+        lines.append({"bench": "web", "figure": "pages_complete", "value": min(t["pages_complete"] for t in watched),
+                      "of": count, "what": "Chromium pages whose newest reply row showed the whole reply, word for "
+                                           "word, after the turn (worst turn)"})
     if pages is not None:
         runs = pages["runs"]
         ready = [r["ready_ms"] for r in runs]
@@ -418,6 +360,9 @@ def figures(streams: dict[int, list[dict]], pages: dict | None, deltas: int, gap
         lines.append(_line("page_history_answered_ms", [r["history_end_ms"] for r in runs], "of page_ready_ms: "
                            "navigation start to the end of the first /api/history answer (the rest is the page "
                            "rendering its first page of messages)", messages=pages["messages"]))
+        lines.append(_line("page_modules_loaded_ms", [r["modules_end_ms"] for r in runs], "of page_ready_ms: "
+                           "navigation start to the last of the page's script modules loaded (index.html, "
+                           "app.js, then its imports)", messages=pages["messages"]))
         lines.append(_line("page_bytes_fetched", [r["transfer"] for r in runs], "bytes the page fetched over "
                            "HTTP until the network was idle (Resource Timing transferSize, headers included; "
                            "the WebSocket's frames not counted)", messages=pages["messages"],
@@ -441,10 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gap", type=float, default=5.0, help="milliseconds between deltas at the model")
     parser.add_argument("--turns", type=int, default=3, help="streamed turns per client count")
     parser.add_argument("--clients", type=int, default=20, help="sockets on one turn (besides the 1-socket run)")
+    parser.add_argument("--browsers", type=int, default=2, help="Chromium pages on turns of their own")
     parser.add_argument("--messages", type=int, default=100_000, help="the page load's chat size")
     parser.add_argument("--loads", type=int, default=15, help="page loads measured")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/everchat-bench"))
-    parser.add_argument("--skip", choices=["stream", "page"], action="append", default=[])
+    parser.add_argument("--skip", choices=["stream", "page"], action="append", default=[],
+                        help="leave out the streamed turns, or everything Chromium does")
     parser.add_argument("--listen", help=argparse.SUPPRESS)
     parser.add_argument("--origin", help=argparse.SUPPRESS)
     parser.add_argument("--cookie", help=argparse.SUPPRESS)
@@ -458,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="everchat-bench-web-") as scratch:
         if "stream" not in args.skip:
             counts = (1, args.clients) if args.clients > 1 else (1,)
-            streams = stream_turns(Path(scratch) / "stream", counts, args.deltas, args.gap, args.turns)
+            browsers = 0 if "page" in args.skip else args.browsers
+            streams = stream_turns(Path(scratch) / "stream", counts, args.deltas, args.gap, args.turns, browsers)
         if "page" not in args.skip:
             path = args.dir / f"web-chat-{args.messages}"
             if not (path / "view.json").exists():
