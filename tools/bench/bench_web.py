@@ -5,7 +5,7 @@ Everything runs the real path: a `ChatSession` (single placement) over a chat fo
 web server of docs/WEB.md (`make_app`, served on a thread at a free port, as `everchat web`
 serves it) and the fake model server (Anthropic's wire) in this process; the pages are
 elsewhere: WebSocket clients in a child process (aiohttp, one loop, standing in for pages)
-and headless Chromium for the load.
+and headless Chromium (`web_pages.py`) for the load and for real pages on a turn.
 
 1. Delta latency. The fake model streams `--deltas` small text deltas (`w00042 `, one every
    `--gap` ms) and notes when it handed each to its socket (`Exchange.chunks_sent`); one
@@ -22,18 +22,22 @@ and headless Chromium for the load.
    message's row is in the list (`performance.now()`, from navigation start, noted by a
    MutationObserver the bench adds to the page). Also the bytes the page fetched over
    HTTP (Resource Timing's transferSize, headers included) and the messages its
-   `/api/history` answers held once the network is idle.
+   `/api/history` answers held once the network is idle, and, apart, how long the
+   server takes to answer the page's first reads (`/api/me`, `/api/history`, `/api/status`).
 3. `--clients` WebSocket clients on one streamed turn: each must get every delta once and
    in order (events numbered without a gap, the texts joined equal to the reply); the lag
    from the model's send to each client's receipt, and the CPU time the server spent on
-   the turn (this process, and the web server's own threads: its loop, the hub's two), vs
-   one client.
+   the turn (this process, and by threads: the web server's loop and the hub's two, the
+   fake model's, the rest: the session's actors and the SDK), vs one client.
+4. `--browsers` Chromium pages (the real page, its own socket) on turns of their own:
+   each page must show the whole reply; the lag to the page's socket `message` event.
 
 Each figure is one JSON line. Percentiles are per turn; a figure's value is the median
 over `--turns` turns, with the minimum beside it.
 
-    python tools/bench/bench_web.py [--deltas 1000] [--gap 5] [--turns 3] [--clients 20]
+    python tools/bench/bench_web.py [--deltas 1000] [--gap 5] [--turns 3] [--clients 20] [--browsers 2]
                                     [--messages 100000] [--loads 15] [--dir /tmp/everchat-bench]
+                                    [--skip stream|page]
 """
 
 from __future__ import annotations
@@ -97,6 +101,9 @@ class _Stamped:
 
 @dataclass
 class _Server:
+    """A served chat: its session (and the wrapper the hub reads), port, the bench's
+    session cookie and the web server's threads."""
+
     session: object
     stamped: _Stamped
     port: int
