@@ -30,14 +30,17 @@ and headless Chromium (`web_pages.py`) for the load and for real pages on a turn
    the turn (this process, and by threads: the web server's loop and the hub's two, the
    fake model's, the rest: the session's actors and the SDK), vs one client.
 4. `--browsers` Chromium pages (the real page, its own socket) on turns of their own:
-   each page must show the whole reply; the lag to the page's socket `message` event.
+   each page must show the whole reply; the lag to the page's socket `message` event, and
+   how much it grew from the turn's first tenth to its last (a page that cannot keep up
+   falls behind). Their deltas come `--page-gap` ms apart (25: 40 a second, a fast model);
+   on a loaded machine, 5 ms apart outran the page's rendering of each delta.
 
 Each figure is one JSON line. Percentiles are per turn; a figure's value is the median
 over `--turns` turns, with the minimum beside it.
 
-    python tools/bench/bench_web.py [--deltas 1000] [--gap 5] [--turns 3] [--clients 20] [--browsers 2]
-                                    [--messages 100000] [--loads 15] [--dir /tmp/everchat-bench]
-                                    [--skip stream|page]
+    python tools/bench/bench_web.py [--deltas 1000] [--gap 5] [--turns 3] [--clients 20]
+                                    [--browsers 2] [--page-gap 25] [--messages 100000] [--loads 15]
+                                    [--dir /tmp/everchat-bench] [--skip stream|page]
 """
 
 from __future__ import annotations
@@ -232,28 +235,33 @@ def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float,
                     lags.append((at - sent[k]) * 1000)
                     hub_lags.append((at - hub[k]) * 1000)
     to_hub = [(hub[k] - sent[k]) * 1000 for k in hub if k < len(sent)]
-    page_lags, pages_complete = [], 0
+    page_lags, pages_complete, growth = [], 0, []
     for watched in pages.collect(reply, last_piece) if pages is not None else []:
         pages_complete += watched["complete"]
-        page_lags += [(at - sent[k]) * 1000 for at, text in watched["texts"] for k in _indices(text)]
+        lags = [(at - sent[k]) * 1000 for at, text in watched["texts"] for k in _indices(text)]
+        tenth = max(1, len(lags) // 10)
+        growth.append(statistics.median(lags[-tenth:]) - statistics.median(lags[:tenth]))
+        page_lags += lags
     return {"pages": len(pages.pages) if pages is not None else 0, "pages_complete": pages_complete,
-            "page_lag": page_lags,
+            "page_lag": page_lags, "page_growth": max(growth, default=0.0),
             "clients": clients, "complete": complete, "problems": problems[:3], "deltas_sent": len(sent),
             "lag": lags, "hub_to_client": hub_lags, "model_to_hub": to_hub,
             "cpu_s": {**cpu, "session": cpu["process"] - cpu["web"] - cpu["fakemodel"]}}
 
 
 def stream_turns(home: Path, clients: tuple[int, ...], deltas: int, gap_ms: float, turns: int,
-                 browsers: int = 0, timeout: float = 300.0) -> dict[int | str, list[dict]]:
+                 browsers: int = 0, page_gap_ms: float = 25.0, timeout: float = 300.0) -> dict[int | str, list[dict]]:
     """`turns` streamed turns per client count, through the fake model server; then, with
-    `browsers`, `turns` more watched by one socket and that many Chromium pages ("pages")."""
+    `browsers`, `turns` more, `page_gap_ms` between deltas, watched by one socket and that
+    many Chromium pages ("pages")."""
     from everchat.actors.config import load
     from everchat.tools.fakemodel import FakeModelServer, Latency, Reply, Text
 
     pieces = tuple(_piece(k) for k in range(deltas))
+    gap = [gap_ms]
     with FakeModelServer(record_bodies=False) as fake:
         fake.rule(lambda request: Reply(Text("".join(pieces), chunks=pieces),
-                                        latency=Latency(per_chunk=gap_ms / 1000)))
+                                        latency=Latency(per_chunk=gap[0] / 1000)))
         settings = load({"reply_provider": "anthropic", "reply_base_url": fake.base_url, "reply_model": "bench",
                          "compaction_provider": "demo"}, env={"ANTHROPIC_API_KEY": "test-key"}, home=home)
         with _served(settings) as server:
@@ -262,6 +270,7 @@ def stream_turns(home: Path, clients: tuple[int, ...], deltas: int, gap_ms: floa
                 n: [_one_turn(server, fake, n, deltas, timeout) for _ in range(turns)] for n in clients}
             with web_pages.watchers(server, browsers) as pages:
                 if pages is not None:
+                    gap[0] = page_gap_ms
                     out["pages"] = [_one_turn(server, fake, 1, deltas, timeout, pages) for _ in range(turns)]
             return out
 
@@ -306,7 +315,8 @@ _CPU_GROUPS = (
 )
 
 
-def figures(streams: dict[int | str, list[dict]], pages: dict | None, deltas: int, gap_ms: float) -> list[dict]:
+def figures(streams: dict[int | str, list[dict]], pages: dict | None, deltas: int, gap_ms: float,
+            page_gap_ms: float = 25.0) -> list[dict]:
     """The JSON lines of a run."""
     lines = []
     one = streams.get(1)
@@ -351,8 +361,10 @@ def figures(streams: dict[int | str, list[dict]], pages: dict | None, deltas: in
         count = watched[0]["pages"]
         lines += _lag_lines("page_delta_lag", watched, "a text delta from the fake model server's socket write to "
                             "real pages' receipt (headless Chromium, the page's own WebSocket message event; "
-                            "the page stamps wall-clock time, converted), over every page and delta",
-                            key="page_lag", deltas=deltas, gap_ms=gap_ms, turns=len(watched))
+                            "the page stamps wall-clock time, converted), over every page and delta; growth_ms: "
+                            "the lag's median in the turn's last tenth less its first (a backlog grows)",
+                            key="page_lag", deltas=deltas, gap_ms=page_gap_ms, turns=len(watched),
+                            growth_ms=round(statistics.median(t["page_growth"] for t in watched), 3))
         lines.append({"bench": "web", "figure": "pages_complete", "value": min(t["pages_complete"] for t in watched),
                       "of": count, "what": "Chromium pages whose newest reply row showed the whole reply, word for "
                                            "word, after the turn (worst turn)"})
@@ -380,7 +392,8 @@ def figures(streams: dict[int | str, list[dict]], pages: dict | None, deltas: in
                                   f"{pages['messages']}-message chat, asked by a plain HTTP client (request to "
                                   "whole answer), one of the page's reads at its start",
                                   calls=len(values)), "p90": round(percentile(values, 0.9), 3)})
-        lines.append({"bench": "web", "figure": "page_messages_fetched", "value": max(r["messages_fetched"] for r in runs),
+        lines.append({"bench": "web", "figure": "page_messages_fetched",
+                      "value": max(r["messages_fetched"] for r in runs),
                       "history_requests": max(r["history_requests"] for r in runs), "messages": pages["messages"],
                       "what": "messages the page's /api/history answers held (most over the loads): a page, "
                               "never the whole chat"})
@@ -394,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=3, help="streamed turns per client count")
     parser.add_argument("--clients", type=int, default=20, help="sockets on one turn (besides the 1-socket run)")
     parser.add_argument("--browsers", type=int, default=2, help="Chromium pages on turns of their own")
+    parser.add_argument("--page-gap", type=float, default=25.0,
+                        help="milliseconds between deltas on the Chromium pages' turns")
     parser.add_argument("--messages", type=int, default=100_000, help="the page load's chat size")
     parser.add_argument("--loads", type=int, default=15, help="page loads measured")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/everchat-bench"))
@@ -413,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         if "stream" not in args.skip:
             counts = (1, args.clients) if args.clients > 1 else (1,)
             browsers = 0 if "page" in args.skip else args.browsers
-            streams = stream_turns(Path(scratch) / "stream", counts, args.deltas, args.gap, args.turns, browsers)
+            streams = stream_turns(Path(scratch) / "stream", counts, args.deltas, args.gap, args.turns, browsers,
+                                   args.page_gap)
         if "page" not in args.skip:
             path = args.dir / f"web-chat-{args.messages}"
             if not (path / "view.json").exists():
@@ -422,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({"bench": "web", "figure": "make_seconds",
                                   "value": round(time.perf_counter() - began, 1)}), flush=True)
             pages = load_pages(path, Path(scratch) / "page", args.loads)
-    for line in figures(streams, pages, args.deltas, args.gap):
+    for line in figures(streams, pages, args.deltas, args.gap, args.page_gap):
         print(json.dumps(line), flush=True)
     return 0
 
