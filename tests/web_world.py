@@ -1,74 +1,107 @@
-"""A world for the web page's browser tests: the real server (`make_app` over a real
-`ChatSession`, served on a thread at a free port) in the test's own folder, and a headless
-Chromium driven by Playwright. Screenshots go to docs/screenshots/ with EVERCHAT_SCREENSHOTS=1,
-else to the test's folder."""
+"""What the web server's tests share: a demo chat served on 127.0.0.1 (any free port) by the
+real aiohttp app over a real ChatSession, a clock the test moves, and a client that signs in
+like the page does."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+import asyncio
+import hashlib
+import time
 from pathlib import Path
 
-from everchat.actors.config import Settings, load
+import aiohttp
+import pytest
+
+from everchat.actors.config import load
 from everchat.actors.session import ChatSession
-from everchat.frontends.web.auth import load_token
-from everchat.frontends.web.server import Running, WebConfig, make_app, start_in_thread
+from everchat.frontends.web import WebConfig, load_token, make_app, start_in_thread
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "Served", "demo_settings", "fake_reply_settings", "serve", "shot_folder"]
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+"""A 1x1 PNG."""
 
 
-def demo_settings(home: Path) -> Settings:
-    """Both models the offline demo, the chat in `home/chat`."""
-    return load({"demo": True}, env={}, home=home)
+INDEX = '<!doctype html><title>Everchat</title><script type="module" src="app.js"></script>\n'
 
 
-def fake_reply_settings(home: Path, base_url: str) -> Settings:
-    """Replies from the fake model server at `base_url` (Anthropic's API), summaries from the demo."""
-    return load({"reply_provider": "anthropic", "reply_base_url": base_url, "reply_model": "claude-test",
-                 "compaction_provider": "demo"}, env={"ANTHROPIC_API_KEY": "test-key"}, home=home)
+class Clock:
+    """A clock the test moves (pairing codes, last_seen); starts at the real time."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
 
 
-@dataclass
-class Served:
-    """A running server: its session, its address and the link `everchat web` prints."""
+class World:
+    def __init__(self, home: Path, session, settings, running, token: str, clock: Clock) -> None:
+        self.home = home
+        self.session = session
+        self.settings = settings
+        self.running = running
+        self.token = token
+        self.clock = clock
+        self.base = f"http://127.0.0.1:{running.port}"
+        self.origin = self.base
+        self.chat = settings.chat_dir
 
-    session: ChatSession
-    running: Running
-    token: str
+    def client(self) -> aiohttp.ClientSession:
+        """A client with its own cookie jar (IP hosts allowed, like a browser's)."""
+        return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True),
+                                     timeout=aiohttp.ClientTimeout(total=60))
 
-    @property
-    def origin(self) -> str:
-        return f"http://127.0.0.1:{self.running.port}"
+    async def sign_in(self, client: aiohttp.ClientSession, name: str = "test page") -> dict:
+        async with client.post(self.base + "/api/session", json={"token": self.token, "name": name},
+                               headers={"Origin": self.origin}) as response:
+            assert response.status == 200, await response.text()
+            return (await response.json())["session"]
 
-    @property
-    def link(self) -> str:
-        return f"{self.origin}/#{self.token}"
+    def folder(self) -> dict[str, str]:
+        """Every file of the chat folder and the SHA-256 of its bytes."""
+        return {str(path.relative_to(self.chat)): hashlib.sha256(path.read_bytes()).hexdigest()
+                for path in sorted(self.chat.rglob("*")) if path.is_file()}
 
 
-@contextmanager
-def serve(settings: Settings) -> Iterator[Served]:
-    """The chat of `settings` opened and served on 127.0.0.1 at a free port, until the end."""
-    home = Path(settings.home)
-    home.mkdir(parents=True, exist_ok=True)
+def run(coro, timeout: float = 90.0):
+    """Run a test's coroutine on a fresh loop, bounded."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def until(ws, predicate, seen: list | None = None, timeout: float = 60.0) -> dict:
+    """Read frames until one satisfies `predicate` (collected into `seen`); it."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        assert left > 0, f"no matching event; saw {seen}"
+        frame = await ws.receive_json(timeout=left)
+        if seen is not None:
+            seen.append(frame)
+        if predicate(frame):
+            return frame
+
+
+@pytest.fixture
+def web(tmp_path):
+    home = tmp_path / "home"
+    settings = load({"demo": True}, env={}, home=home)
+    clock = Clock()
     token = load_token(home)
-    with ChatSession.open(settings) as session:
-        app = make_app(session, settings, WebConfig(home=home, token=token, port=0))
+    session = ChatSession.open(settings)
+    try:
+        session.status()  # every actor answers: what they write as they start is written
+        static = tmp_path / "static"  # the page's files are another branch's: a stand-in
+        static.mkdir()
+        (static / "index.html").write_text(INDEX)
+        (static / "app.js").write_text("export const ready = true;\n")
+        config = WebConfig(home=home, token=token, port=0, clock=clock, workers=4, static=static)
+        app = make_app(session, settings, config)
         running = start_in_thread(app, "127.0.0.1", 0)
-        try:
-            yield Served(session, running, token)
-        finally:
-            running.stop()
-
-
-def shot_folder(tmp_path: Path) -> Path:
-    """Where screenshots go: the README's docs/screenshots/ when EVERCHAT_SCREENSHOTS=1."""
-    folder = SCREENSHOTS if os.environ.get("EVERCHAT_SCREENSHOTS") == "1" else tmp_path / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    except BaseException:
+        session.close()
+        raise
+    try:
+        yield World(home, session, settings, running, token, clock)
+    finally:
+        running.stop()
+        session.close()

@@ -167,7 +167,7 @@ class SessionStore:
             os.chmod(self.path, 0o600)
 
     def _save(self) -> None:
-        sessions = sorted(self._by_hash.values(), key=lambda s: (s.created, s.id))
+        sessions = list(self._by_hash.values())  # in the order they were made
         body = {"version": _VERSION, "sessions": [s.record() for s in sessions]}
         _write_private(self.path, (json.dumps(body, indent=1) + "\n").encode())
 
@@ -200,8 +200,9 @@ class SessionStore:
             return session
 
     def sessions(self) -> list[WebSession]:
+        """Every session, oldest first."""
         with self._lock:
-            return sorted(self._by_hash.values(), key=lambda s: (s.created, s.id))
+            return list(self._by_hash.values())
 
     def revoke(self, public: str) -> bool:
         """Remove session `public`; False when there is none."""

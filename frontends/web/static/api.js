@@ -28,7 +28,7 @@ export class ApiError extends Error {
 }
 
 // A JSON request; the error's words come from the server's {"error": …} when it gave some.
-export async function api(path, { method = "GET", json, body, headers = {} } = {}) {
+export async function api(path, { method = "GET", json, body, headers = {}, locks = true } = {}) {
   const init = { method, headers: { ...headers }, credentials: "same-origin", cache: "no-store" };
   if (json !== undefined) {
     init.body = JSON.stringify(json);
@@ -48,7 +48,7 @@ export async function api(path, { method = "GET", json, body, headers = {} } = {
   } catch (error) {
     data = null;
   }
-  if (answer.status === 401) {
+  if (answer.status === 401 && locks) {
     lock("Your session ended (revoked, or the server has a new token).");
     throw new ApiError(401, (data && data.error) || "no session");
   }

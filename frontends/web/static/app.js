@@ -98,7 +98,7 @@ async function start() {
   const refused = await trade();
   let me;
   try {
-    me = await api("/api/me");
+    me = await api("/api/me", { locks: false });
   } catch (error) {
     if (!store.locked) showLocked(refused || (error.status === 401 ? "" : `The server did not answer: ${error.message}.`));
     return;
@@ -123,5 +123,11 @@ async function start() {
     showStatus(status);
   }).catch(() => {});
 }
+
+// A link opened in a tab that shows the page already (a locked one, say) only changes the
+// fragment: start again with it.
+window.addEventListener("hashchange", () => {
+  if (location.hash.length > 1) location.reload();
+});
 
 start();

@@ -3,7 +3,8 @@
 // untrusted: it only ever goes in as textContent.
 
 import { api, emit, on, store } from "./api.js";
-import { $, clear, copyText, dayLabel, dayOf, h, number, timeLabel } from "./dom.js";
+import { $, clear, dayLabel, dayOf, h } from "./dom.js";
+import { addActions, messageRow, noticeRow, setResult, signatureOfMessage, signatureOfRow, toolRow } from "./messages.js";
 
 const PAGE = 50;
 const list = $("messages");
@@ -20,32 +21,6 @@ const waiting = [];
 
 // ---- rows ------------------------------------------------------------------------------
 
-const WHO = { user: "You", assistant: "Everchat", everchat: "Everchat", note: "Note", work: "Agent", echo: "Result" };
-
-function messageRow(message) {
-  const kind = message.kind === "everchat" ? "assistant" : message.kind;
-  const body = h("div", { class: "text" });
-  body.textContent = message.text;
-  const row = h("li", { class: `msg msg-${kind}`, dataset: { kind, date: message.date || "" } },
-    h("div", { class: "meta" },
-      h("span", { class: "who", text: WHO[kind] || kind }),
-      h("span", { class: "when", text: timeLabel(message.date) }),
-      message.incomplete ? h("span", { class: "tag", text: "incomplete" }) : null),
-    body,
-    images(message));
-  if (message.id !== undefined && message.id !== null) stamp(row, message);
-  return row;
-}
-
-function images(message) {
-  const digests = message.images || [];
-  if (!digests.length) return null;
-  return h("div", { class: "images" }, digests.map((digest, at) =>
-    h("a", { href: `/api/asset/${encodeURIComponent(digest)}`, target: "_blank", rel: "noopener" },
-      h("img", { src: `/api/asset/${encodeURIComponent(digest)}`, alt: `Image ${at + 1} of ${digests.length}`,
-        loading: "lazy" }))));
-}
-
 // A row becomes a logged message: its id, Copy and Memory.
 function stamp(row, message) {
   row.dataset.id = String(message.id);
@@ -53,95 +28,13 @@ function stamp(row, message) {
   row.classList.remove("live");
   delete row.dataset.turn;
   rows.set(message.id, row);
-  if (row.classList.contains("tool")) return;
-  if (row.querySelector(".actions")) return;
-  const text = () => row.querySelector(".text").textContent;
-  const memory = h("div", { class: "memory-of", hidden: true });
-  const memoryButton = h("button", { type: "button", class: "link", "aria-expanded": "false",
-    "aria-label": `Memory of message ${message.id}`, text: "Memory" });
-  memoryButton.addEventListener("click", () => toggleMemory(message.id, memory, memoryButton));
-  const copyButton = h("button", { type: "button", class: "link", "aria-label": `Copy message ${message.id}`,
-    text: "Copy" });
-  copyButton.addEventListener("click", async () => {
-    const done = await copyText(text());
-    copyButton.textContent = done ? "Copied" : "Copy failed";
-    setTimeout(() => { copyButton.textContent = "Copy"; }, 1500);
-  });
-  row.append(h("div", { class: "actions" }, h("span", { class: "id", text: `#${message.id}` }), copyButton,
-    memoryButton), memory);
+  if (!row.classList.contains("tool")) addActions(row, message);
 }
 
-async function toggleMemory(id, box, button) {
-  if (!box.hidden) {
-    box.hidden = true;
-    button.setAttribute("aria-expanded", "false");
-    return;
-  }
-  box.hidden = false;
-  button.setAttribute("aria-expanded", "true");
-  clear(box);
-  box.append(h("p", { class: "muted", text: "Looking it up…" }));
-  try {
-    const found = await api(`/api/memory?id=${id}`);
-    clear(box);
-    const line = found.line || {};
-    box.append(h("p", {}, "Kept now by the view line ", h("code", { text: `${line.first}+${line.count}` }),
-      line.built === false ? " (not summarized yet)" : "", ":"), h("blockquote", { text: line.text || "" }));
-    const path = found.path || [];
-    if (path.length) {
-      box.append(h("p", { text: "From that line down to the message:" }),
-        h("ol", { class: "path" }, path.map((step) => h("li", {},
-          h("code", { text: `${step.first}+${step.count}` }), " ", h("span", { text: step.text || "" })))));
-    }
-  } catch (error) {
-    clear(box);
-    box.append(h("p", { class: "error", text: error.message }));
-  }
-}
-
-export function toolLabel(name, argumentsText) {
-  let args = {};
-  try {
-    args = JSON.parse(argumentsText || "{}") || {};
-  } catch (error) {
-    args = {};
-  }
-  if (name === "zoom") {
-    if (typeof args.id === "string" && !/^\d+$/.test(args.id)) return `Read ${args.id}'s transcript`;
-    const n = Number(args.n === undefined ? 1 : args.n);
-    if (n <= 1) return `Read message ${args.id}` + (Number(args.page) > 1 ? ` (page ${args.page})` : "");
-    return `Looked back at ${number(n)} messages`;
-  }
-  if (name === "date") return `Checked the date of ${args.id}`;
-  if (name === "spawn") return `Started the agent ${args.name || ""}`.trim();
-  if (name === "tell") return `Wrote to the agent ${args.name || ""}`.trim();
-  return `Used ${name}`;
-}
-
-function pretty(argumentsText) {
-  try {
-    return JSON.stringify(JSON.parse(argumentsText), null, 2);
-  } catch (error) {
-    return argumentsText || "";
-  }
-}
-
-function toolRow(name, argumentsText) {
-  const result = h("pre", { class: "result", text: "…" });
-  const row = h("li", { class: "tool", dataset: { name, date: new Date().toISOString() } },
-    h("details", {},
-      h("summary", {}, h("span", { class: "gear", "aria-hidden": "true", text: "⚙" }), " ",
-        h("span", { class: "label", text: toolLabel(name, argumentsText) })),
-      h("div", { class: "tool-body" },
-        h("p", { class: "muted", text: "Arguments" }), h("pre", { class: "args", text: pretty(argumentsText) }),
-        h("p", { class: "muted", text: "Result" }), result)));
+function loggedMessage(message) {
+  const row = messageRow(message);
+  if (message.id !== undefined && message.id !== null) stamp(row, message);
   return row;
-}
-
-function setResult(row, text, isError) {
-  const result = row.querySelector(".result");
-  result.textContent = text;
-  row.classList.toggle("failed", Boolean(isError));
 }
 
 function loggedTool(message) {
@@ -151,10 +44,6 @@ function loggedTool(message) {
   row.dataset.date = message.date || "";
   stamp(row, message);
   return row;
-}
-
-function noticeRow(text, level = "info") {
-  return h("li", { class: `notice notice-${level}`, dataset: { date: new Date().toISOString() }, text });
 }
 
 // One logged message as its row; an echo joins the tool row it answers when that is here.
@@ -169,7 +58,7 @@ function logged(message) {
       return null;
     }
   }
-  return messageRow(message);
+  return loggedMessage(message);
 }
 
 // ---- placing rows ----------------------------------------------------------------------
@@ -247,7 +136,7 @@ async function loadOlder() {
           continue;
         }
       }
-      const row = message.kind === "tool" ? loggedTool(message) : messageRow(message);
+      const row = message.kind === "tool" ? loggedTool(message) : loggedMessage(message);
       made.push(row);
     }
     // a tool whose echo was the first row already here takes it in
@@ -351,6 +240,7 @@ function onThinkingDone(event) {
   const details = state.thinking.querySelector("details");
   details.querySelector("summary").textContent = `Thought for ${seconds}s`;
   details.open = false;
+  state.thinking.classList.remove("live"); // done; it stays with its turn (thinking is not logged)
   state.thinking = null;
 }
 
@@ -399,23 +289,6 @@ function finish(state, event) {
   if (!live) setRunning(false);
   if (state.thinking) onThinkingDone({ turn: state.turn });
   reconcile(state.turn).catch((error) => add(noticeRow(`The chat could not be checked against the log: ${error.message}`, "error")));
-}
-
-// What a row stands for, to compare what streamed with what the log kept.
-function signatureOfRow(row) {
-  if (row.classList.contains("tool")) return `T:${row.dataset.name}`;
-  if (!row.classList.contains("msg")) return null;
-  const kind = row.dataset.kind;
-  if (kind === "user" || kind === "note") return `${kind}:${row.dataset.id}`;
-  return `${kind}:${row.querySelector(".text").textContent}`;
-}
-
-function signatureOfMessage(message) {
-  const kind = message.kind === "everchat" ? "assistant" : message.kind;
-  if (kind === "echo") return null;
-  if (kind === "tool") return `T:${message.text.split(" ", 1)[0]}`;
-  if (kind === "user" || kind === "note") return `${kind}:${message.id}`;
-  return `${kind}:${message.text}`;
 }
 
 // Once a turn ends, the log is the truth: if the rows after its message say what the log

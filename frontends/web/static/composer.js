@@ -22,6 +22,10 @@ let attached = []; // {file, url, digest: Promise<string>, row}
 let sending = false;
 
 function grow() {
+  if (!area.value) {
+    area.style.height = "";
+    return;
+  }
   area.style.height = "auto";
   area.style.height = `${Math.min(area.scrollHeight, Math.round(window.innerHeight * 0.4))}px`;
 }

@@ -126,6 +126,8 @@ async function pair() {
     say();
     clearInterval(expiryTimer);
     expiryTimer = setInterval(say, 30000);
+    const host = new URL(answer.link).hostname;
+    $("pair-reach").hidden = !["127.0.0.1", "localhost", "[::1]", "::1"].includes(host);
     $("pairing").hidden = false;
     button.textContent = "Make a new pairing link";
   } catch (failure) {
