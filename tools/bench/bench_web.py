@@ -144,6 +144,8 @@ def _served(settings) -> Iterator[_Server]:
         try:
             cookie, _ = store.create("bench_web")
             threads = [t for t in threading.enumerate() if t.name in _WEB_THREADS]
+            if sorted(t.name for t in threads) != sorted(_WEB_THREADS):  # their CPU would read as none
+                raise RuntimeError(f"the web server's threads are not {_WEB_THREADS}: {threads}")
             yield _Server(session, stamped, running.port, cookie, threads)
         finally:
             running.stop()
