@@ -293,6 +293,8 @@ async def _send_stream(request: web.Request, state: ServerState, ex: Exchange, a
             if event.chunk:
                 await asyncio.sleep(state.draw(per_chunk))
             await response.write(event.encode())
+            if event.chunk:
+                ex.chunks_sent.append(time.monotonic())
         await response.write_eof()
     except ConnectionResetError:  # the client went away mid-stream: nobody to tell
         return response, (200, "client closed")

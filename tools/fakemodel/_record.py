@@ -24,7 +24,10 @@ class Exchange:
 
     Times: `arrived` is the injected clock at arrival (the cache's time);
     `started`, `first_byte` and `ended` are `time.monotonic()` (wall time, for
-    concurrency: who overlapped whom). `outcome` is "ok", "http <status>" for an
+    concurrency: who overlapped whom); `chunks_sent` holds, for a streamed reply, the
+    `time.monotonic()` at which each content piece (a text, thinking or tool-input delta)
+    was handed to the socket, in order (system-wide on Linux: another process's clock
+    compares with it). `outcome` is "ok", "http <status>" for an
     error answer, or the fault's name ("dropped_stream", "garbage_event",
     "stream_error"); "open" while the request runs.
     """
@@ -47,6 +50,7 @@ class Exchange:
     outcome: str = "open"
     first_byte: float | None = None
     ended: float | None = None
+    chunks_sent: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
