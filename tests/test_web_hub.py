@@ -58,6 +58,29 @@ def test_a_resume_gets_exactly_the_kept_events_after_its_id_then_live_ones():
     assert ring.subscribe(Inbox(), after=8, run=ring.run)[1] == []  # nothing missed
 
 
+def test_a_new_page_during_a_turn_gets_the_turn_from_its_opening_message_and_after_it_ends_live_only():
+    ring = EventRing(size=20)
+    ring.publish({"type": "notice", "level": "info", "text": "before"})                       # 1
+    ring.publish({"type": "user", "turn": 4, "message": {"id": 4, "text": "hi"}})             # 2
+    ring.publish({"type": "started", "turn": 4})                                              # 3
+    ring.publish({"type": "user", "turn": 4, "message": {"id": 6, "text": "and this"}})       # 4: joined
+    ring.publish({"type": "text", "turn": 4, "text": "Hel"})                                  # 5
+    _, kept, last = ring.subscribe(Inbox())
+    assert ids(kept) == [2, 3, 4, 5] and last == 1  # the page takes ids after `last`: none skipped
+    ring.publish({"type": "ended", "turn": 4, "reason": "done", "incomplete": False, "detail": "", "reply": 7})
+    assert ring.subscribe(Inbox())[1:] == ([], 6)
+    ring.publish({"type": "started", "turn": 9})  # a turn whose message was never announced
+    ring.publish({"type": "text", "turn": 9, "text": "x"})
+    _, kept, last = ring.subscribe(Inbox())
+    assert ids(kept) == [7, 8] and last == 6
+    small = EventRing(size=3)
+    small.publish({"type": "user", "turn": 0, "message": {"id": 0}})
+    small.publish({"type": "started", "turn": 0})
+    for n in range(3):
+        small.publish({"type": "text", "turn": 0, "text": str(n)})
+    assert small.subscribe(Inbox())[1:] == ([], 5)  # its start fell out of the ring: live only
+
+
 def test_a_resume_from_another_run_out_of_the_ring_or_the_future_is_a_reset():
     ring = EventRing(size=5)
     for n in range(12):

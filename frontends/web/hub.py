@@ -45,6 +45,8 @@ class EventRing:
         self._tokens = 0
         self._lock = threading.Lock()
         self.changed = threading.Condition(self._lock)  # signalled when subscribers come and go
+        self._turn_from: int | None = None  # the id before the running turn's first event
+        self._user_event: dict[int, int] = {}  # turn -> id of its opening message's `user` event
 
     def __repr__(self) -> str:
         return f"<EventRing run={self.run} last={self._last} subscribers={len(self._subscribers)}>"
@@ -65,6 +67,7 @@ class EventRing:
             self._last += 1
             text = json.dumps({"id": self._last, **event}, ensure_ascii=False)
             self._ring.append((self._last, text))
+            self._follow_turn(event)
             for deliver in list(self._subscribers.values()):
                 deliver(self._last, text)
             return self._last
@@ -73,7 +76,8 @@ class EventRing:
                   ) -> tuple[int, list[str] | None, int]:
         """Start handing events to `deliver(id, text)`. Returns (token for `unsubscribe`,
         the kept events after `after` as JSON texts, or None when the page must reset, and
-        the last id so far). No `after`: nothing kept, live events only. A `run` other
+        the last id so far). No `after`: the running turn's events from its start (the last id
+        before it returned as the last), else live events only. A `run` other
         than this one, an `after` before the ring or past the last id: reset."""
         with self._lock:
             self._tokens += 1
@@ -81,13 +85,30 @@ class EventRing:
             self._subscribers[token] = deliver
             self.changed.notify_all()
             if after is None:
-                return token, [], self._last
+                # A new page during a reply gets the running turn from its start, so it shows
+                # the whole reply, not the part streamed after it came.
+                start = self._turn_from
+                first = self._ring[0][0] if self._ring else self._last + 1
+                if start is None or start + 1 < first:
+                    return token, [], self._last
+                return token, [text for i, text in self._ring if i > start], start
             if run != self.run or after > self._last or after < 0:
                 return token, None, self._last
             first = self._ring[0][0] if self._ring else self._last + 1
             if after + 1 < first:
                 return token, None, self._last  # fell out of the ring
             return token, [text for i, text in self._ring if i > after], self._last
+
+    def _follow_turn(self, event: dict) -> None:
+        """Keep where the running turn began (under the lock): its opening message's `user`
+        event when it came, else its `started` event; none once it ended."""
+        kind = event.get("type")
+        if kind == "user" and event.get("turn") == event.get("message", {}).get("id"):
+            self._user_event = {event["turn"]: self._last}  # the newest opening message only
+        elif kind == "started":
+            self._turn_from = self._user_event.get(event["turn"], self._last) - 1
+        elif kind == "ended":
+            self._turn_from = None
 
     def unsubscribe(self, token: int) -> None:
         with self._lock:

@@ -3,7 +3,7 @@
 // the locked screen. Each concern is its own module; they share the store in api.js.
 
 import { api, ApiError, clientName, on, store } from "./api.js";
-import { loadNewest } from "./chat.js";
+import { fetchNewest, loadNewest } from "./chat.js";
 import "./composer.js";
 import { $ } from "./dom.js";
 import { openInspector, showStatus } from "./inspector.js";
@@ -96,6 +96,8 @@ on("status", (status) => {
 
 async function start() {
   const refused = await trade();
+  const newest = fetchNewest({ locks: false }); // beside /api/me: the first page is drawn once the app shows
+  newest.catch(() => {}); // a refusal is said by /api/me's answer below
   let me;
   try {
     me = await api("/api/me", { locks: false });
@@ -113,7 +115,7 @@ async function start() {
   resumeFrom(savedPosition());
   connect();
   try {
-    await loadNewest();
+    await loadNewest(newest);
   } catch (error) {
     if (error.status !== 401) $("older").textContent = `The chat did not load: ${error.message}`;
   }
