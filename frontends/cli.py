@@ -288,10 +288,9 @@ def _join_failed(args: argparse.Namespace, error: Exception, refused: bool) -> s
 
 def _terminal(args: argparse.Namespace) -> int:
     """`everchat` / `everchat chat`: engineer E's prompt_toolkit front end."""
-    from everchat.frontends.commands import check_compaction_model, load_settings
+    from everchat.frontends.commands import load_settings
 
-    settings = load_settings(args)
-    check_compaction_model(settings)
+    settings = load_settings(args)  # the compaction model is checked as the chat opens (start_session)
     try:
         from everchat.frontends.terminal import run
     except ImportError as error:
@@ -352,7 +351,8 @@ def _run_actors(args, data_dir: Path) -> int:
     from everchat.actors.store import ChatLocked, StoreError
 
     try:  # P6: the supervisor takes the chat before it touches it, or fails here in one line
-        supervisor = Supervisor(data_dir, placement).start()
+        # Attachable: the other commands of this computer attach to it (issue 10).
+        supervisor = Supervisor(data_dir, placement, attachable=True).start()
     except ChatLocked as error:
         raise CommandError(f"{error}; close that chat first (read-only commands such as `view` "
                            "and `status` work meanwhile)") from None

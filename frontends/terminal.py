@@ -483,23 +483,16 @@ def run(settings, *, stdin=None, placement=None) -> int:
     another Everchat, R5; a bad folder; a model that cannot connect), with one line on
     stderr; 2 when standard input is not a terminal.
     """
-    from everchat.actors.session import ChatSession
-
     from everchat.frontends.commands import CommandError
-    from everchat.frontends.commands_turn import probe, why_not_open
+    from everchat.frontends.commands_turn import start_session
 
     if not (stdin or sys.stdin).isatty():
         say("everchat: the terminal chat needs a terminal; `everchat ask MESSAGE` works without one")
         return 2
     try:
-        probe(settings.chat_dir)  # P10: a damaged folder is named before any actor starts
-        with hold_log_lines() as held:
-            try:
-                session = ChatSession.open(settings, placement=placement)
-            except Exception as error:  # the edge: a chat that cannot open is one line on stderr
-                details = f" ({held.details})" if held.details else ""
-                raise CommandError(f"{why_not_open(settings.chat_dir, error)}{details}") from None
-        held.say()
+        # P10: a damaged folder is named before any actor starts. Issue 10: while another
+        # server (`serve`) runs the chat, this one attaches to it; else it is the server.
+        session = start_session(settings, placement, attachable=True)
     except CommandError as error:
         say(f"everchat: {error}")
         return 1
