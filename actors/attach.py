@@ -7,7 +7,7 @@
 The process that holds a chat's lock (R5) and made its supervisor `attachable` (`serve`,
 the terminal chat, the web page) is the chat's server; it says so in its run file,
 `run/supervisor.json`. Another writing command of this computer attaches to it instead
-of failing on the lock: an `AttachedSession` is a `ChatSession` whose node is its own
+of failing on the lock: an `AttachedSession` (actors/session.py) is a `ChatSession` whose node is its own
 (it binds nothing: it dials the server as `everchat ops` does, over the ipc sockets in
 `run/`, or over tcp with the supervisor's CURVE key pair, `KeyStore.load`, which writes
 no file), hosts its listener actor, subscribes to "turn" and "failed", and asks the same
@@ -36,11 +36,10 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors.session import ChatSession
 from everchat.actors.supervisor import GaveUp
 from everchat.transport import KeyStore, Node, PeerLost, TransportError, schema
 
-__all__ = ["AttachedSession", "RemoteSupervisor", "NotAttachable", "ServerGone", "attach", "server_info"]
+__all__ = ["RemoteSupervisor", "NotAttachable", "ServerGone", "dial", "server_info"]
 
 log = logging.getLogger("everchat.attach")
 
@@ -157,37 +156,10 @@ class RemoteSupervisor:
         self.node.stop()
 
 
-class AttachedSession(ChatSession):
-    """A ChatSession on another process's running chat (module docstring). Everything but
-    opening and closing is ChatSession's own code."""
-
-    attached = True
-
-    def __repr__(self) -> str:
-        return f"<AttachedSession {self.supervisor.chat} server pid={self.supervisor.pid} pid={os.getpid()}>"
-
-    @property
-    def server_pid(self) -> int:
-        return self.supervisor.pid
-
-    @property
-    def placement_mode(self) -> str:
-        return self.supervisor.placement_mode
-
-    def close(self) -> None:
-        """Leave the chat: unsubscribe and stop our node. The server's actors, and a turn
-        that is running (ours or another client's), go on (R36). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self.supervisor.stop()
-
-
-def attach(chat: str | Path, settings, timeout: float = 30.0) -> AttachedSession:
-    """`ChatSession.attach`: join the server running `chat` (NotAttachable when none does;
-    see the module docstring). Returns once every actor of the chat runs and our
-    subscription to the turn events reached the turn runner, so no event of our first
-    turn is missed."""
+def dial(chat: str | Path, timeout: float = 30.0) -> RemoteSupervisor:
+    """Reach the server running `chat` (NotAttachable when none does; see the module
+    docstring): a node of our own, routed to the server's supervisor and, through its
+    `SupervisorState`, to every actor. Returns once every actor a session asks runs."""
     chat = Path(chat)
     info = server_info(chat)
     if info is None:
@@ -205,15 +177,13 @@ def attach(chat: str | Path, settings, timeout: float = 30.0) -> AttachedSession
         node.route("supervisor", info["endpoint"])
         remote = RemoteSupervisor(node, chat, info)
         _await_actors(remote, time.monotonic() + timeout)
-        session = AttachedSession(remote, settings)
-        session._await_subscription(timeout=max(1.0, timeout))
     except ServerGone as error:
         node.stop()
         raise NotAttachable(str(error)) from None
     except BaseException:
         node.stop()
         raise
-    return session
+    return remote
 
 
 def _await_actors(remote: RemoteSupervisor, deadline: float) -> None:

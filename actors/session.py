@@ -56,7 +56,7 @@ from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, RemoteError, TransportError, schema
 
-__all__ = ["ChatSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]
+__all__ = ["ChatSession", "AttachedSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]
 
 TurnEvent = (schema.TurnStarted | schema.TurnText | schema.TurnThinking | schema.TurnThinkingDone
              | schema.TurnToolCall | schema.TurnToolResult | schema.TurnJoined | schema.TurnEnded | schema.Notice)
@@ -158,9 +158,18 @@ class ChatSession:
         own that asks the server's actors and takes their events. The server keeps the
         chat's lock (R5); `close()` only leaves. `NotAttachable` when no server runs
         `chat` (actors/attach.py)."""
-        from everchat.actors.attach import attach
+        from everchat.actors.attach import dial
 
-        return attach(chat, settings, timeout=timeout)
+        remote = dial(chat, timeout=timeout)  # returns once the server runs every actor we ask
+        try:
+            session = AttachedSession(remote, settings)
+            # Our first turn's events must not be missed: wait until our subscription
+            # reached the turn runner, which runs in another process (the server's).
+            session._await_subscription(timeout=max(1.0, timeout))
+        except BaseException:
+            remote.stop()
+            raise
+        return session
 
     @classmethod
     def open(cls, settings, *, placement=None, extra_tools=(), chat: str | Path | None = None,
@@ -432,3 +441,33 @@ class ChatSession:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class AttachedSession(ChatSession):
+    """A ChatSession on the chat another process serves (`ChatSession.attach`, issue 10):
+    its `supervisor` is an `attach.RemoteSupervisor` (the server's `running`,
+    `incarnation` and `stopping`, asked over the socket), so every request follows the
+    same retry policy (P4). Everything but closing is ChatSession's own code."""
+
+    attached = True
+
+    def __repr__(self) -> str:
+        return f"<AttachedSession {self.supervisor.chat} server pid={self.supervisor.pid} pid={os.getpid()}>"
+
+    @property
+    def server_pid(self) -> int:
+        """The pid of the process that serves the chat (and holds its lock, R5)."""
+        return self.supervisor.pid
+
+    @property
+    def placement_mode(self) -> str:
+        """The running chat's placement: "single" or "processes"."""
+        return self.supervisor.placement_mode
+
+    def close(self) -> None:
+        """Leave the chat: our subscriptions end with our node. The server's actors, and a
+        turn that runs (ours or another client's, R36), go on. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.supervisor.stop()
