@@ -288,9 +288,12 @@ def _join_failed(args: argparse.Namespace, error: Exception, refused: bool) -> s
 
 def _terminal(args: argparse.Namespace) -> int:
     """`everchat` / `everchat chat`: engineer E's prompt_toolkit front end."""
-    from everchat.frontends.commands import load_settings
+    from everchat.actors.attach import server_info
+    from everchat.frontends.commands import check_compaction_model, load_settings
 
-    settings = load_settings(args)  # the compaction model is checked as the chat opens (start_session)
+    settings = load_settings(args)
+    if server_info(settings.chat_dir) is None:  # a running server summarizes with its own models (issue 10)
+        check_compaction_model(settings)
     try:
         from everchat.frontends.terminal import run
     except ImportError as error:
