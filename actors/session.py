@@ -56,7 +56,7 @@ from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, RemoteError, TransportError, schema
 
-__all__ = ["ChatSession", "AttachedSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]
+__all__ = ["ChatSession", "AttachedSession", "TurnEvent", "ZoomError", "EVENT_TYPES", "settle_down"]
 
 TurnEvent = (schema.TurnStarted | schema.TurnText | schema.TurnThinking | schema.TurnThinkingDone
              | schema.TurnToolCall | schema.TurnToolResult | schema.TurnJoined | schema.TurnEnded | schema.Notice)
@@ -423,24 +423,28 @@ class ChatSession:
         self.supervisor.stop()
 
     def _settle_down(self, timeout: float = 5.0) -> None:
-        """Before the actors stop: a running turn is stopped (its streamed part logged,
-        R37) and the planner has planned and saved every message logged (its mailbox
-        answers PlannerStatus after the Logged tells before it)."""
-        # Plain asks: closing does not wait for lost actors to come back.
-        deadline = time.monotonic() + timeout
-        if self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
-            self.node.ask("turn_runner", schema.StopTurn(), timeout=timeout)
-            while time.monotonic() < deadline:
-                if not self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
-                    break
-                time.sleep(0.02)  # polling a local actor while a stopped stream winds down
-        self.node.ask("planner", schema.PlannerStatus(), timeout=timeout)
+        settle_down(self.node, timeout)
 
     def __enter__(self) -> "ChatSession":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def settle_down(node, timeout: float = 5.0) -> None:
+    """Before a chat's actors stop (a session's close, `serve` interrupted): a running turn
+    is stopped (its streamed part logged, R37) and the planner has planned and saved every
+    message logged (its mailbox answers PlannerStatus after the Logged tells before it).
+    Plain asks: stopping does not wait for lost actors to come back."""
+    deadline = time.monotonic() + timeout
+    if node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
+        node.ask("turn_runner", schema.StopTurn(), timeout=timeout)
+        while time.monotonic() < deadline:
+            if not node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
+                break
+            time.sleep(0.02)  # polling a local actor while a stopped stream winds down
+    node.ask("planner", schema.PlannerStatus(), timeout=timeout)
 
 
 class AttachedSession(ChatSession):

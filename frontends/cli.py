@@ -368,8 +368,22 @@ def _run_actors(args, data_dir: Path) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        _wind_down(supervisor)
         supervisor.stop()
     return 0
+
+
+def _wind_down(supervisor) -> None:
+    """`serve` stopping: as a session's close, a running turn (an attached client's) is
+    stopped with its streamed part logged (R37), and the planner has planned what was
+    logged, before the actors stop (issue 10)."""
+    from everchat.actors.session import settle_down
+    from everchat.transport import TransportError
+
+    try:
+        settle_down(supervisor.node)
+    except TransportError as error:  # an actor already gone: stopping is all that is left
+        logging.getLogger("everchat.serve").info("%s: stopping without settling down: %s", supervisor, error)
 
 
 if __name__ == "__main__":

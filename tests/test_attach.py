@@ -23,10 +23,14 @@ from pathlib import Path
 import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
+from everchat.actors.attach import ServerGone
+from everchat.actors.config import load
 from everchat.actors.memory import Budget
+from everchat.actors.session import ChatSession
 from everchat.actors.store import ChatStore
 from everchat.actors.supervisor import Placement, Supervisor
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text
+from everchat.transport import TransportError
 
 EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
 HOST = socket.gethostname()
@@ -240,6 +244,10 @@ def test_r36_an_ask_sent_while_another_clients_turn_runs_joins_that_turn(env, se
             second = subprocess.Popen([*argv, "And its name?"], env=run_env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
             poll(lambda: "And its name?" in texts(chat, "user"), "B's message logged while A's turn runs")
+            # A client that attaches and leaves meanwhile stops nobody's turn.
+            note = everchat(run_env, "--data-dir", str(chat), "note", "A note while the turn runs.")
+            assert (note.returncode, note.stderr) == (0, server.attached_line)
+            assert first.poll() is None and second.poll() is None
             gate.open()
             out_a, err_a = first.communicate(timeout=120)
             out_b, err_b = second.communicate(timeout=120)
@@ -254,6 +262,7 @@ def test_r36_an_ask_sent_while_another_clients_turn_runs_joins_that_turn(env, se
     assert err_a == err_b == server.attached_line
     assert out_a == out_b == "First, the seals.Then the amber-42 probe.\n"
     assert texts(chat, "user") == ["Check the probe.", "And its name?"]  # each logged once
+    assert texts(chat, "note") == ["A note while the turn runs."]
     assert len(calls) == 2 and "And its name?" in json.dumps(calls[1].body)
     assert server.stop() == (0, "")
 
@@ -296,3 +305,41 @@ def test_r5_the_terminal_chat_attaches_to_serve_in_tmux(env, served, tmp_path):
     assert server.process.poll() is None
     assert texts(server.chat, "user") == ["What is the code word?"]
     assert server.stop() == (0, "")
+
+
+def test_p4_an_attached_session_waits_out_a_kill_of_the_servers_log_writer(served, tmp_path):
+    """The retry policy of an attached session reads the server's supervisor over the
+    socket (`SupervisorStatus`): a request to an actor that was killed waits until the
+    server runs it again, then is repeated; the note is logged once."""
+    server = served("--demo", "--processes")
+    session = ChatSession.attach(server.chat, load(None, env={}, home=tmp_path / "home"))
+    try:
+        assert (session.attached, session.server_pid, session.placement_mode) == (True, server.pid, "processes")
+        session.note("Before the kill.")
+        restarts, pid = session.supervisor.incarnation("log_writer")
+        assert pid not in (0, server.pid, os.getpid())
+        os.kill(pid, signal.SIGKILL)
+        session.note("After the kill.")  # sent to the dead process, or to its next run: logged once
+        poll(lambda: session.supervisor.incarnation("log_writer")[0] > restarts, "the log writer restarted")
+    finally:
+        session.close()
+    assert texts(server.chat, "note") == ["Before the kill.", "After the kill."]
+    assert server.process.poll() is None
+    code, err = server.stop()
+    assert code == 0 and "log_writer stopped (exit -9;" in err
+
+
+def test_r5_serve_stopped_with_a_client_attached_exits_cleanly_and_the_client_hears_it_is_gone(served, tmp_path):
+    server = served("--demo")
+    session = ChatSession.attach(server.chat, load(None, env={}, home=tmp_path / "home"))
+    try:
+        session.note("While attached.")
+        session.compact(timeout=60)  # no summary in flight when the server stops
+        assert server.stop() == (0, "")  # the lock is released, run/ cleared: nothing waits for the client
+        assert not (server.chat / "run" / "supervisor.json").exists()
+        with pytest.raises(TransportError) as gone:
+            session.note("Too late.")
+        assert isinstance(gone.value, ServerGone) or "stopped" in str(gone.value)
+    finally:
+        session.close()
+    assert texts(server.chat, "note") == ["While attached."]
