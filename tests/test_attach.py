@@ -48,13 +48,12 @@ class Server:
 
     def __init__(self, env: dict, chat: Path, *flags: str) -> None:
         self.chat = chat
-        self.process = subprocess.Popen([*EVERCHAT, *flags, "--data-dir", str(chat), "serve", "--workers", "1"],
+        self.process = subprocess.Popen([*EVERCHAT, "--data-dir", str(chat), "serve", "--workers", "1", *flags],
                                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
         self.first_line = self.process.stdout.readline()  # returns at its line, or at its exit
         if not self.first_line.startswith("everchat: serving"):
-            self.kill()
-            raise AssertionError(f"serve did not start: {self.first_line!r} {self.process.stderr.read()}")
+            raise AssertionError(f"serve did not start: {self.first_line!r} {self.kill()}")
 
     @property
     def pid(self) -> int:
@@ -75,10 +74,11 @@ class Server:
             raise
         return self.process.returncode, err
 
-    def kill(self) -> None:
+    def kill(self) -> str:
+        """Its end, now; returns its stderr."""
         if self.process.poll() is None:
             self.process.kill()
-        self.process.communicate()
+        return self.process.communicate()[1]
 
 
 @pytest.fixture
@@ -213,6 +213,21 @@ def test_r5_serve_processes_is_attached_to_and_a_placement_flag_defers_to_the_ru
         ("user", "Remember amber-42."), ("note", "The seals are green.")]
     assert server.stop() == (0, "")
     assert not (chat / "run" / "supervisor.json").exists()
+
+
+def test_r5_serve_tcp_is_attached_with_the_supervisors_key_and_status_reads_it_live_writing_no_key(env, served):
+    server = served("--demo", "--tcp")
+    keys = server.chat / "config" / "keys"
+    before = {path.name: path.read_bytes() for path in keys.iterdir()}
+    done = everchat(env, "--demo", "--data-dir", str(server.chat), "ask", "Remember amber-42.")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == server.attached_line and "Noted as message 0." in done.stdout
+    status = everchat(env, "--data-dir", str(server.chat), "status")
+    assert (status.returncode, status.stderr) == (0, "")
+    live = json.loads(status.stdout)["live"]
+    assert (live["running"], live["pid"], live["messages"], live["pending"]) == (True, server.pid, 2, 0)
+    assert {path.name: path.read_bytes() for path in keys.iterdir()} == before  # no key made or authorized
+    assert server.stop() == (0, "")
 
 
 def test_r5_a_processes_flag_attached_to_a_single_server_says_its_placement_is_used(env, served):
