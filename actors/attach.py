@@ -7,8 +7,8 @@
 The process that holds a chat's lock (R5) and made its supervisor `attachable` (`serve`,
 the terminal chat, the web page) is the chat's server; it says so in its run file,
 `run/supervisor.json`. Another writing command of this computer attaches to it instead
-of failing on the lock: an `AttachedSession` (actors/session.py) is a `ChatSession` whose node is its own
-(it binds nothing: it dials the server as `everchat ops` does, over the ipc sockets in
+of failing on the lock: an `AttachedSession` (actors/session.py) is a `ChatSession` whose
+node is its own (it binds nothing: it dials the server as `everchat ops` does, over the ipc sockets in
 `run/`, or over tcp with the supervisor's CURVE key pair, `KeyStore.load`, which writes
 no file), hosts its listener actor, subscribes to "turn" and "failed", and asks the same
 actors. The server keeps its lock and its folder: an attached client never opens the
@@ -29,7 +29,6 @@ stopping); `ServerGone` (a `PeerLost`) when the server stops while we are attach
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import threading
@@ -41,11 +40,9 @@ from everchat.transport import KeyStore, Node, PeerLost, TransportError, schema
 
 __all__ = ["RemoteSupervisor", "NotAttachable", "ServerGone", "dial", "server_info"]
 
-log = logging.getLogger("everchat.attach")
-
 _POLL_SECONDS = 0.05  # as the session's: one SupervisorStatus per poll of its retry policy
 _ASK_SECONDS = 5.0
-_ROUTED = ("log_writer", "planner", "turn_runner")  # whom a session asks, and whose events it takes
+_ROUTED = ("log_writer", "planner", "turn_runner")  # whom a session asks: attaching waits until they run
 
 
 class NotAttachable(RuntimeError):
@@ -140,10 +137,6 @@ class RemoteSupervisor:
         self.refresh()
         row = self._row(name)
         return row[2], row[3]
-
-    def names(self) -> list[str]:
-        self.refresh()
-        return list(self._rows)
 
     def _row(self, name: str) -> tuple:
         row = self._rows.get(name)

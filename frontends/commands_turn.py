@@ -1,12 +1,17 @@
 """`ask MESSAGE [--image PATH]…` and `compact`: one-shot commands over a ChatSession.
 
-`ask` opens the chat with every actor (taking its lock, R5), sends one message (R36),
+`ask` opens the chat with every actor (taking its lock, R5; or attached to the server that
+holds it, issue 10: `start_session`), sends one message (R36),
 streams the reply to stdout, shows each tool call on stderr (`· zoom(3, 1)`), then
 waits until every summary the chat owes is built, so the next process opens a chat
 with nothing pending, and exits. `compact` only waits for the summaries. A failed
 compaction (R30) is reported on stderr as it happens; after a turn that did not end
 well the status is 1, and 130 after Ctrl-C (the call is stopped, what streamed is
 kept, marked incomplete, R37).
+
+Attached, a message sent while another client's turn runs joins that turn (R36): `ask`
+then prints that turn's reply from where it joined and exits when that turn ends (its
+status is that turn's); Ctrl-C stops that turn, as it would its own.
 """
 
 from __future__ import annotations
