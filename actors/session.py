@@ -10,13 +10,13 @@
 
 `ChatSession.attach(chat, settings)` joins a chat another process serves instead (issue
 10, actors/attach.py: its own node, the same actors and events; closing it leaves the chat
-running). Otherwise a session runs the supervisor (single process by default, or a `Placement`) and hosts a
-small listener actor in the supervisor's node that subscribes to the turn runner's events
-(topic "turn") and to failed compactions (topic "failed", turned into `Notice`s, R30);
-`next_event` hands them out in order. Everything else is an ask to an actor: `send` and
-`stop` to the turn runner, `note` to the log writer, `status` and `view` to the planner,
-`zoom` and `date` read through the log writer (`turns.MemoryTools`, the same code the
-model's tools run).
+running). Otherwise a session runs the supervisor (single process by default, or a
+`Placement`) and hosts a small listener actor in the supervisor's node that subscribes to
+the turn runner's events (topic "turn") and to failed compactions (topic "failed", turned
+into `Notice`s, R30); `next_event` hands them out in order. Everything else is an ask to
+an actor: `send` and `stop` to the turn runner, `note` to the log writer, `status` and
+`view` to the planner, `zoom` and `date` read through the log writer (`turns.MemoryTools`,
+the same code the model's tools run).
 
 P4: the supervisor restarts an actor process that dies (kill -9, a crash), so every ask
 the session makes goes through one retry policy (`_ask`): when the answer is that the

@@ -137,7 +137,8 @@ def open_session(args: argparse.Namespace) -> Iterator:
     from everchat.frontends.commands import placement_of
 
     settings = load_settings(args)
-    session = start_session(settings, placement_of(args, settings), what=f"cannot open the chat in {settings.chat_dir}: ")
+    session = start_session(settings, placement_of(args, settings),
+                            what=f"cannot open the chat in {settings.chat_dir}: ")
     try:
         yield session
     except (CommandError, BrokenPipeError):  # the reader left (`everchat ask … | head`): the CLI's to handle

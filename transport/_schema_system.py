@@ -198,8 +198,8 @@ class SupervisorState(Message):
         rows = []
         for row in list_(actors, "SupervisorState.actors"):
             name, running, restarts, pid, endpoint, gave_up = fields(row, 6, cls)
-            rows.append((str_(name, "SupervisorState.actors[].name"), bool_(running, "SupervisorState.actors[].running"),
-                         int_(restarts, "SupervisorState.actors[].restarts"), int_(pid, "SupervisorState.actors[].pid"),
-                         str_(endpoint, "SupervisorState.actors[].endpoint"),
-                         str_(gave_up, "SupervisorState.actors[].gave_up")))
+            what = "SupervisorState.actors[]."
+            rows.append((str_(name, what + "name"), bool_(running, what + "running"),
+                         int_(restarts, what + "restarts"), int_(pid, what + "pid"),
+                         str_(endpoint, what + "endpoint"), str_(gave_up, what + "gave_up")))
         return cls(rows, bool_(stopping, "SupervisorState.stopping"), str_(mode, "SupervisorState.mode"))
