@@ -151,8 +151,9 @@ def test_r5_note_import_compact_and_status_work_while_serve_runs(env, served, tm
     assert imported.returncode == 0, imported.stderr
     assert imported.stderr.startswith(server.attached_line)
     assert f"imported {source}: 3 notes, messages 1-3" in imported.stdout
-    again = everchat(env, *flags, "import", str(source))  # keyed parts: a second import logs nothing
-    assert again.returncode == 0 and f"{source} is already imported (3 notes); nothing logged" in again.stdout
+    again = everchat(env, *flags, "import", str(source), "--log-only")  # keyed parts: nothing logged twice
+    assert again.returncode == 0 and again.stderr.startswith(server.attached_line)  # the server's store, R5
+    assert f"{source} is already imported (3 notes); nothing logged" in again.stdout
     compact = everchat(env, *flags, "compact")
     assert compact.returncode == 0, compact.stderr
     assert compact.stderr.startswith(server.attached_line)
