@@ -8,13 +8,15 @@
             break
     session.close()
 
-A session runs the supervisor (single process by default, or a `Placement`) and hosts a
-small listener actor in the supervisor's node that subscribes to the turn runner's events
-(topic "turn") and to failed compactions (topic "failed", turned into `Notice`s, R30);
-`next_event` hands them out in order. Everything else is an ask to an actor: `send` and
-`stop` to the turn runner, `note` to the log writer, `status` and `view` to the planner,
-`zoom` and `date` read through the log writer (`turns.MemoryTools`, the same code the
-model's tools run).
+`ChatSession.attach(chat, settings)` joins a chat another process serves instead (issue
+10, actors/attach.py: its own node, the same actors and events; closing it leaves the chat
+running). Otherwise a session runs the supervisor (single process by default, or a
+`Placement`) and hosts a small listener actor in the supervisor's node that subscribes to
+the turn runner's events (topic "turn") and to failed compactions (topic "failed", turned
+into `Notice`s, R30); `next_event` hands them out in order. Everything else is an ask to
+an actor: `send` and `stop` to the turn runner, `note` to the log writer, `status` and
+`view` to the planner, `zoom` and `date` read through the log writer (`turns.MemoryTools`,
+the same code the model's tools run).
 
 P4: the supervisor restarts an actor process that dies (kill -9, a crash), so every ask
 the session makes goes through one retry policy (`_ask`): when the answer is that the
@@ -42,6 +44,7 @@ import itertools
 import logging
 import os
 import queue
+import socket
 import time
 import uuid
 from collections.abc import Sequence
@@ -53,7 +56,7 @@ from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, RemoteError, TransportError, schema
 
-__all__ = ["ChatSession", "TurnEvent", "ZoomError", "EVENT_TYPES"]
+__all__ = ["ChatSession", "AttachedSession", "TurnEvent", "ZoomError", "EVENT_TYPES", "settle_down"]
 
 TurnEvent = (schema.TurnStarted | schema.TurnText | schema.TurnThinking | schema.TurnThinkingDone
              | schema.TurnToolCall | schema.TurnToolResult | schema.TurnJoined | schema.TurnEnded | schema.Notice)
@@ -130,6 +133,8 @@ class ChatSession:
     """One open chat with its actors running. Methods are safe to call from any one thread
     at a time (a front end's loop); `stop` may be called from another thread (Ctrl-C)."""
 
+    attached = False  # True for a session attached to another process's chat (actors/attach.py)
+
     def __init__(self, supervisor, settings) -> None:
         self.supervisor = supervisor
         self.settings = settings
@@ -147,7 +152,28 @@ class ChatSession:
         return f"<ChatSession {self.supervisor.chat} pid={os.getpid()}>"
 
     @classmethod
-    def open(cls, settings, *, placement=None, extra_tools=(), chat: str | Path | None = None) -> "ChatSession":
+    def attach(cls, chat: str | Path, settings, *, timeout: float = 30.0) -> "ChatSession":
+        """Join the chat that another process of this computer serves (`serve`, the
+        terminal chat, the web page; issue 10): an `AttachedSession` with a node of its
+        own that asks the server's actors and takes their events. The server keeps the
+        chat's lock (R5); `close()` only leaves. `NotAttachable` when no server runs
+        `chat` (actors/attach.py)."""
+        from everchat.actors.attach import dial
+
+        remote = dial(chat, timeout=timeout)  # returns once the server runs every actor we ask
+        try:
+            session = AttachedSession(remote, settings)
+            # Our first turn's events must not be missed: wait until our subscription
+            # reached the turn runner, which runs in another process (the server's).
+            session._await_subscription(timeout=max(1.0, timeout))
+        except BaseException:
+            remote.stop()
+            raise
+        return session
+
+    @classmethod
+    def open(cls, settings, *, placement=None, extra_tools=(), chat: str | Path | None = None,
+             attachable: bool = True) -> "ChatSession":
         """Start the supervisor and every actor, the turn runner included (single process
         by default). The supervisor takes the chat before any actor starts (R5, P6): a
         second session on the same folder fails with `ChatLocked` naming the owner, a chat
@@ -155,7 +181,9 @@ class ChatSession:
         `settings.chat_dir` (else `settings.home / "chat"`). `extra_tools`: `(ToolSpec,
         handler)` pairs offered to the model after the memory tools (benchmarks, devices);
         `handler(arguments: dict) -> str | ToolOutcome` runs in the turn runner's thread
-        (single placement only)."""
+        (single placement only). `attachable`: other commands of this computer may attach
+        to this chat while it is open (issue 10); a one-shot command, which ends soon and
+        takes its actors with it, passes False."""
         from everchat.actors.memory import Budget
         from everchat.actors.supervisor import Placement, Supervisor
 
@@ -166,18 +194,26 @@ class ChatSession:
         if extra_tools and placement.mode != "single":
             raise ValueError("extra tools are Python callables: they run in the single placement only")
         supervisor = Supervisor(chat, placement, Budget(jobs=placement.workers), settings=settings,
-                                extra_tools=tuple(extra_tools))
+                                extra_tools=tuple(extra_tools), attachable=attachable)
         supervisor.start()
         try:
             session = cls(supervisor, settings)
             if placement.mode != "single":
-                # The turn runner publishes from its own process: wait until our
-                # subscription reached it, or the first turn's events could be missed.
-                session.node.ask("turn_runner", schema.AwaitSubscriber(topic="turn", timeout=10.0), timeout=15.0)
+                session._await_subscription()
         except BaseException:
             supervisor.stop()
             raise
         return session
+
+    def _await_subscription(self, timeout: float = 10.0) -> None:
+        """The turn runner publishes from another process: wait until our subscription
+        reached it, or the first turn's events could be missed. Our node sends its
+        subscriptions to each peer in order, so once a topic of our own (nobody else's)
+        arrived there, "turn" and "failed", subscribed before it, arrived too; a count of
+        "turn" subscribers would be fooled by other clients of the same chat (issue 10)."""
+        hello = f"hello.{socket.gethostname()}.{self.listener}"
+        self.node.subscribe(hello, self.listener)
+        self.node.ask("turn_runner", schema.AwaitSubscriber(topic=hello, timeout=timeout), timeout=timeout + 5.0)
 
     # -- asking across restarts (P4) ------------------------------------------------------
 
@@ -241,12 +277,17 @@ class ChatSession:
         the message is logged at once and handed to the call between tool calls; otherwise
         a fresh turn starts: its view is rendered (and settled, up to `settle_timeout`)
         before the message is logged, so this may wait that long."""
+        return self.send_input(text, images).ids[0]
+
+    def send_input(self, text: str, images: Sequence[Path] = ()) -> schema.InputLogged:
+        """`send`, answered with the turn runner's whole reply: the message's `ids`, and
+        `turn`, the turn it opened or joined (`joined`: one already running, maybe another
+        client's, R36), whose events carry that id."""
         digests = [self._ask("log_writer", schema.PutAsset(data=Path(path).read_bytes()),
                              timeout=_ASK_SECONDS).digest for path in images]
         # Keyed: repeated after a lost actor, the message is still logged once.
         msg = schema.UserInput(text=text, images=digests, key=f"input-{uuid.uuid4().hex}")
-        reply = self._ask("turn_runner", msg, timeout=self.settings.settle_timeout + 2 * _ASK_SECONDS)
-        return reply.ids[0]
+        return self._ask("turn_runner", msg, timeout=self.settings.settle_timeout + 2 * _ASK_SECONDS)
 
     def stop(self) -> None:
         """/stop, Ctrl-C: end the running call. What was streamed is kept, logged marked
@@ -382,21 +423,55 @@ class ChatSession:
         self.supervisor.stop()
 
     def _settle_down(self, timeout: float = 5.0) -> None:
-        """Before the actors stop: a running turn is stopped (its streamed part logged,
-        R37) and the planner has planned and saved every message logged (its mailbox
-        answers PlannerStatus after the Logged tells before it)."""
-        # Plain asks: closing does not wait for lost actors to come back.
-        deadline = time.monotonic() + timeout
-        if self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
-            self.node.ask("turn_runner", schema.StopTurn(), timeout=timeout)
-            while time.monotonic() < deadline:
-                if not self.node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
-                    break
-                time.sleep(0.02)  # polling a local actor while a stopped stream winds down
-        self.node.ask("planner", schema.PlannerStatus(), timeout=timeout)
+        settle_down(self.node, timeout)
 
     def __enter__(self) -> "ChatSession":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def settle_down(node, timeout: float = 5.0) -> None:
+    """Before a chat's actors stop (a session's close, `serve` interrupted): a running turn
+    is stopped (its streamed part logged, R37) and the planner has planned and saved every
+    message logged (its mailbox answers PlannerStatus after the Logged tells before it).
+    Plain asks: stopping does not wait for lost actors to come back."""
+    deadline = time.monotonic() + timeout
+    if node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
+        node.ask("turn_runner", schema.StopTurn(), timeout=timeout)
+        while time.monotonic() < deadline:
+            if not node.ask("turn_runner", schema.TurnStatus(), timeout=timeout).running:
+                break
+            time.sleep(0.02)  # polling a local actor while a stopped stream winds down
+    node.ask("planner", schema.PlannerStatus(), timeout=timeout)
+
+
+class AttachedSession(ChatSession):
+    """A ChatSession on the chat another process serves (`ChatSession.attach`, issue 10):
+    its `supervisor` is an `attach.RemoteSupervisor` (the server's `running`,
+    `incarnation` and `stopping`, asked over the socket), so every request follows the
+    same retry policy (P4). Everything but closing is ChatSession's own code."""
+
+    attached = True
+
+    def __repr__(self) -> str:
+        return f"<AttachedSession {self.supervisor.chat} server pid={self.supervisor.pid} pid={os.getpid()}>"
+
+    @property
+    def server_pid(self) -> int:
+        """The pid of the process that serves the chat (and holds its lock, R5)."""
+        return self.supervisor.pid
+
+    @property
+    def placement_mode(self) -> str:
+        """The running chat's placement: "single" or "processes"."""
+        return self.supervisor.placement_mode
+
+    def close(self) -> None:
+        """Leave the chat: our subscriptions end with our node. The server's actors, and a
+        turn that runs (ours or another client's, R36), go on. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.supervisor.stop()

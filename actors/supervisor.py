@@ -32,7 +32,15 @@ Who may touch the chat:
   person (P9); the warning about a stopped one names its file.
 
 The session reads `stopping`, `running(name)` and `incarnation(name)` to repeat its
-requests across restarts (P4).
+requests across restarts (P4). A client attached to the running chat (issue 10,
+actors/attach.py) reads the same three through `SupervisorStatus`, answered by `state()`.
+
+One chat, one server (issue 10): a supervisor made `attachable` (the one of `serve`, the
+terminal chat, the web page) says so in its run file, `run/supervisor.json`
+(`"attachable": true`); the other writing commands of this computer then attach to it
+instead of failing on its lock (R5 stays: the lock and the folder stay the server's). A
+one-shot command's supervisor (`ask`, `compact`, `import`) is not attachable: it ends
+when its command does, taking a client's actors with it.
 """
 
 from __future__ import annotations
@@ -167,6 +175,10 @@ class SupervisorActor(NodeAgent):
     def on_stats_request(self, msg: schema.StatsRequest, delivery) -> schema.StatsReply:
         return schema.StatsReply(actors=self.supervisor.statistics())
 
+    def on_supervisor_status(self, msg: schema.SupervisorStatus, delivery) -> schema.SupervisorState:
+        """An attached client's view of the actors (issue 10, P4): `Supervisor.state()`."""
+        return self.supervisor.state()
+
 
 @dataclass
 class _Child:
@@ -187,8 +199,10 @@ class Supervisor:
     """Runs a chat's actors by a placement. `start()` returns once every actor is up."""
 
     def __init__(self, chat: str | Path, placement: Placement | None = None, budget: Budget | None = None,
-                 run_dir: str | Path | None = None, settings=None, extra_tools: tuple = ()) -> None:
+                 run_dir: str | Path | None = None, settings=None, extra_tools: tuple = (),
+                 attachable: bool = False) -> None:
         self.chat = Path(chat)
+        self.attachable = attachable  # other commands may attach to this chat (issue 10)
         self.settings = settings  # the turn runner's (config.Settings); None: read from the environment
         self.extra_tools = tuple(extra_tools)
         self.placement = placement or Placement()
@@ -293,7 +307,8 @@ class Supervisor:
 
     def _write_run_file(self) -> None:
         info = {"version": 1, "pid": os.getpid(), "host": socket.gethostname(), "endpoint": self.node.endpoint,
-                "placement": self.placement.mode, "transport": self.placement.transport}
+                "placement": self.placement.mode, "transport": self.placement.transport,
+                "attachable": self.attachable}
         path = self.run_dir / "supervisor.json"
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -450,6 +465,21 @@ class Supervisor:
         """Which run of actor `name` serves now: (restarts so far, the pid it registered from)."""
         child = self._child(name)
         return child.restarts, child.pid
+
+    def state(self) -> schema.SupervisorState:
+        """What `running`, `incarnation` and `stopping` say of every actor, with the
+        endpoint that reaches it (in the single placement every actor is in our node):
+        the reply an attached client's retry policy reads (issue 10, P4)."""
+        rows = []
+        for name, child in self.children.items():
+            try:
+                running = self.running(name)
+            except GaveUp:
+                running = False
+            endpoint = child.endpoint if self.placement.mode == "processes" or name in self.placement.remote \
+                else (self.node.endpoint or "")
+            rows.append((name, running, child.restarts, child.pid, endpoint or "", child.gave_up))
+        return schema.SupervisorState(actors=rows, stopping=self.stopping, mode=self.placement.mode)
 
     def _child(self, name: str) -> _Child:
         child = self.children.get(name)

@@ -311,10 +311,12 @@ def _join_failed(args: argparse.Namespace, error: Exception, refused: bool) -> s
 
 def _terminal(args: argparse.Namespace) -> int:
     """`everchat` / `everchat chat`: engineer E's prompt_toolkit front end."""
+    from everchat.actors.attach import server_info
     from everchat.frontends.commands import check_compaction_model, load_settings
 
     settings = load_settings(args)
-    check_compaction_model(settings)
+    if server_info(settings.chat_dir) is None:  # a running server summarizes with its own models (issue 10)
+        check_compaction_model(settings)
     try:
         from everchat.frontends.terminal import run
     except ImportError as error:
@@ -375,7 +377,8 @@ def _run_actors(args, data_dir: Path) -> int:
     from everchat.actors.store import ChatLocked, StoreError
 
     try:  # P6: the supervisor takes the chat before it touches it, or fails here in one line
-        supervisor = Supervisor(data_dir, placement).start()
+        # Attachable: the other commands of this computer attach to it (issue 10).
+        supervisor = Supervisor(data_dir, placement, attachable=True).start()
     except ChatLocked as error:
         raise CommandError(f"{error}; close that chat first (read-only commands such as `view` "
                            "and `status` work meanwhile)") from None
@@ -388,8 +391,22 @@ def _run_actors(args, data_dir: Path) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        _wind_down(supervisor)
         supervisor.stop()
     return 0
+
+
+def _wind_down(supervisor) -> None:
+    """`serve` stopping: as a session's close, a running turn (an attached client's) is
+    stopped with its streamed part logged (R37), and the planner has planned what was
+    logged, before the actors stop (issue 10)."""
+    from everchat.actors.session import settle_down
+    from everchat.transport import TransportError
+
+    try:
+        settle_down(supervisor.node)
+    except TransportError as error:  # an actor already gone: stopping is all that is left
+        logging.getLogger("everchat.serve").info("%s: stopping without settling down: %s", supervisor, error)
 
 
 if __name__ == "__main__":

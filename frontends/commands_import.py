@@ -401,5 +401,10 @@ def run_import(args: argparse.Namespace) -> int:
     if size == 0:
         raise UsageError(f"{path} is empty; nothing to import")
     if getattr(args, "log_only", False):
-        return _log_only(args, path, digest, size)
+        from everchat.actors.attach import server_info
+
+        if server_info(args.data_dir) is None:
+            return _log_only(args, path, digest, size)
+        # Issue 10: a server runs the chat and summarizes what is logged; attached, the
+        # import logs through it as the default does (the store is the server's, R5).
     return _summarized(args, path, digest, size)

@@ -124,8 +124,9 @@ def live_status(chat: Path, timeout: float = 3.0) -> dict:
 
     It finds the chat through `run/supervisor.json` (as `everchat ops` does) and asks
     over the supervisor's socket, which only reads. {"running": False} when no chat is
-    running here; tcp placements are not asked (joining them would write a CURVE key
-    into the chat's config folder)."""
+    running here. A tcp placement is asked when it is a server's (issue 10), the way a
+    client attaches to it (`attach.dial`: with the supervisor's own key pair, so no key
+    is written into the chat's config folder); a one-shot command's is not asked."""
     import socket
 
     from everchat.transport import Node, schema
@@ -145,15 +146,24 @@ def live_status(chat: Path, timeout: float = 3.0) -> dict:
         pass
     live: dict = {"running": True, "pid": pid, "placement": info.get("placement")}
     if info.get("transport") == "tcp":
-        return live
-    routes = {name: endpoint for name in ("planner", "turn_runner")}
-    if info.get("placement") == "processes":  # each actor listens on its own socket beside the run file
-        routes = {name: f"ipc://{chat / 'run' / (name + '.sock')}" for name in routes}
-    node = Node(f"status.{os.getpid()}")
-    node.start()
-    try:
+        from everchat.actors.attach import NotAttachable, dial
+
+        try:
+            node = dial(chat, timeout=timeout).node  # routed to every actor through the supervisor
+        except NotAttachable:
+            return live
+        except Exception as error:  # the server answered, then failed us: say so, with what we know
+            live["supervisor_error"] = str(error)
+            return live
+    else:
+        routes = {name: endpoint for name in ("planner", "turn_runner")}
+        if info.get("placement") == "processes":  # each actor listens on its own socket beside the run file
+            routes = {name: f"ipc://{chat / 'run' / (name + '.sock')}" for name in routes}
+        node = Node(f"status.{os.getpid()}")
+        node.start()
         for name, where in routes.items():
             node.route(name, where)
+    try:
         try:
             turn = node.ask("turn_runner", schema.TurnStatus(), timeout=timeout)
             live.update(model=turn.model, turn=turn.turn, usage=turn.usage)

@@ -1,12 +1,17 @@
 """`ask MESSAGE [--image PATH]…` and `compact`: one-shot commands over a ChatSession.
 
-`ask` opens the chat with every actor (taking its lock, R5), sends one message (R36),
+`ask` opens the chat with every actor (taking its lock, R5; or attached to the server that
+holds it, issue 10: `start_session`), sends one message (R36),
 streams the reply to stdout, shows each tool call on stderr (`· zoom(3, 1)`), then
 waits until every summary the chat owes is built, so the next process opens a chat
 with nothing pending, and exits. `compact` only waits for the summaries. A failed
 compaction (R30) is reported on stderr as it happens; after a turn that did not end
 well the status is 1, and 130 after Ctrl-C (the call is stopped, what streamed is
 kept, marked incomplete, R37).
+
+Attached, a message sent while another client's turn runs joins that turn (R36): `ask`
+then prints that turn's reply from where it joined and exits when that turn ends (its
+status is that turn's); Ctrl-C stops that turn, as it would its own.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from pathlib import Path
 from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
                                          check_compaction_model, check_text, load_settings, open_reader,
                                          open_regular, os_error_words)
-from everchat.frontends.edge import first_time, hold_log_lines
+from everchat.frontends.edge import first_time, hold_log_lines, say
 from everchat.frontends.safe_text import printable
 
-__all__ = ["run", "check_images", "open_session", "drain_notices", "probe", "why_not_open"]
+__all__ = ["run", "check_images", "open_session", "start_session", "attach_if_served", "drain_notices", "probe",
+           "why_not_open"]
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 _PREVIEW = 120
@@ -55,26 +61,84 @@ def _words(error: BaseException) -> str:
     return text if type(error).__module__.startswith("everchat.") else f"{type(error).__name__}: {text}"
 
 
-@contextmanager
-def open_session(args: argparse.Namespace) -> Iterator:
-    """The chat with its actors, for a command that talks to them (ask, compact, import):
-    settings from the flags, the compaction model checked first, `--processes` honoured,
-    and any failure one line for the person (CommandError)."""
+def start_session(settings, placement=None, *, attachable: bool = False, what: str = ""):
+    """The session every writing command works through (issue 10): `ChatSession.open`
+    (taking the chat's lock, R5), or, when the chat is held by a server of this computer
+    (`serve`, the terminal chat, the web page: a supervisor whose run file says it is
+    attachable), `ChatSession.attach` to it, said in one line on stderr:
+    `everchat: attached to the running chat (pid N)`, which adds that the running chat's
+    placement is used when `placement` (`--processes`) asked for another. A chat held by a
+    writer that is no server (another `ask`, a `note`) fails as ever, naming it. Every
+    failure is a CommandError: `what` (e.g. "cannot open the chat in DIR: ") then why.
+    `attachable`: whether this session is a server others may attach to."""
+    from everchat.actors.attach import server_info
     from everchat.actors.session import ChatSession
+    from everchat.actors.store import ChatLocked
 
-    settings = load_settings(args)
-    check_compaction_model(settings)
-    probe(settings.chat_dir)
+    chat = settings.chat_dir
+    try:
+        check_compaction_model(settings)
+    except CommandError as error:
+        if server_info(chat) is None:  # a running server summarizes with its own models
+            raise
+        return _attach(settings, placement, what, error)
+    probe(chat)
     with hold_log_lines() as held:  # an actor failing at its start is said once, in the line below
         try:
-            from everchat.frontends.commands import placement_of
-
-            session = ChatSession.open(settings, placement=placement_of(args, settings))
+            session = ChatSession.open(settings, placement=placement, attachable=attachable)
+        except ChatLocked as error:  # R5: held by a server (attach to it) or by another writer
+            locked = error
         except Exception as error:  # the edge: a chat that cannot open is one line for the person
-            why = why_not_open(settings.chat_dir, error)
             details = f" ({held.details})" if held.details else ""
-            raise CommandError(f"cannot open the chat in {settings.chat_dir}: {why}{details}") from None
+            raise CommandError(f"{what}{why_not_open(chat, error)}{details}") from None
+        else:
+            locked = None
     held.say()
+    return session if locked is None else _attach(settings, placement, what, locked)
+
+
+def _attach(settings, placement, what: str, cause: Exception):
+    """`start_session`'s second way: attach to the server holding the chat, or fail with
+    why it could not be opened (`cause`) when no server of this computer holds it."""
+    session = attach_if_served(settings, placement, what)
+    if session is not None:
+        return session
+    if isinstance(cause, CommandError):
+        raise cause
+    raise CommandError(f"{what}{why_not_open(settings.chat_dir, cause)}") from None
+
+
+def attach_if_served(settings, placement=None, what: str = ""):
+    """The session attached to the server running the chat (issue 10), its one line said
+    on stderr; None when no server of this computer runs it (`NotAttachable`). A server
+    that answered and then failed us is a CommandError."""
+    from everchat.actors.attach import NotAttachable
+    from everchat.actors.session import ChatSession
+
+    try:
+        session = ChatSession.attach(settings.chat_dir, settings)
+    except NotAttachable:
+        return None
+    except Exception as error:
+        raise CommandError(f"{what}attaching to the running chat failed: {_words(error)}") from None
+    line = f"everchat: attached to the running chat (pid {session.server_pid})"
+    if placement is not None and placement.mode != session.placement_mode:
+        line += f"; its own placement ({session.placement_mode}) is used, not --processes"
+    say(line)
+    return session
+
+
+@contextmanager
+def open_session(args: argparse.Namespace) -> Iterator:
+    """The chat with its actors, for a command that talks to them (ask, compact, import,
+    note): settings from the flags, `--processes` honoured, attached to the running chat
+    when a server holds it (`start_session`), and any failure one line for the person
+    (CommandError). Closing an attached session leaves the chat running."""
+    from everchat.frontends.commands import placement_of
+
+    settings = load_settings(args)
+    session = start_session(settings, placement_of(args, settings),
+                            what=f"cannot open the chat in {settings.chat_dir}: ")
     try:
         yield session
     except (CommandError, BrokenPipeError):  # the reader left (`everchat ask … | head`): the CLI's to handle
@@ -255,7 +319,10 @@ def ask(args: argparse.Namespace) -> int:
     with open_session(args) as session:
         turn = None
         try:
-            turn = session.send(args.message, images)
+            logged = session.send_input(args.message, images)
+            # R36: sent while a turn runs (another client's, when attached), it joined
+            # that turn: its reply is that turn's, and it ends when that turn ends.
+            turn = logged.turn if logged.joined else logged.ids[0]
             reason, incomplete, detail = _follow(session, turn, out, err)
         except KeyboardInterrupt:
             if turn is not None:

@@ -37,6 +37,8 @@ def note(args: argparse.Namespace) -> int:
     if not text.strip():
         raise UsageError("a note needs some text")
     check_text(text, "the note")  # before the folder is touched: a refused note makes no chat
+    if _noted_by_server(args, text):
+        return EXIT_OK
     with open_writer(args.data_dir) as chat:
         before = chat.store.message_count
         try:
@@ -54,6 +56,34 @@ def note(args: argparse.Namespace) -> int:
             raise
     print(f"logged {describe_ids(ids)}")
     return EXIT_OK
+
+
+def _noted_by_server(args: argparse.Namespace, text: str) -> bool:
+    """Issue 10: while a server of this computer runs the chat (`serve`, the terminal chat),
+    the note is logged through it, attached (R5: the server keeps the lock), and printed
+    as ever; False when no server runs it (the note is then logged as the chat's writer)."""
+    import uuid
+
+    from everchat.actors.attach import server_info
+    from everchat.frontends.commands import load_settings
+    from everchat.frontends.commands_turn import attach_if_served
+    from everchat.transport import TransportError, schema
+
+    if server_info(args.data_dir) is None:
+        return False
+    session = attach_if_served(load_settings(args))
+    if session is None:  # it stopped meanwhile
+        return False
+    try:
+        # Keyed: repeated after a lost log writer (P4), the note is still logged once.
+        item = schema.Append(kind="note", text=text, key=f"note-{uuid.uuid4().hex}", images=[], meta=None)
+        ids = session.append_many([item])[0]
+    except TransportError as error:
+        raise CommandError(f"the running chat did not log the note: {error}") from None
+    finally:
+        session.close()
+    print(f"logged {describe_ids(ids)}")
+    return True
 
 
 def repair(args: argparse.Namespace) -> int:

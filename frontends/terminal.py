@@ -528,21 +528,15 @@ def run(settings=None, *, stdin=None, placement=None, session=None, title: str |
 
 
 def _open(settings, placement):
-    """The chat's own `ChatSession`, its actors started; None (after one line) when it cannot open."""
-    from everchat.actors.session import ChatSession
-
+    """The chat's session: its own actors started, or attached to the server that runs it
+    (issue 10); None (after one line) when it cannot open."""
     from everchat.frontends.commands import CommandError
-    from everchat.frontends.commands_turn import probe, why_not_open
+    from everchat.frontends.commands_turn import start_session
 
     try:
-        probe(settings.chat_dir)  # P10: a damaged folder is named before any actor starts
-        with hold_log_lines() as held:
-            try:
-                session = ChatSession.open(settings, placement=placement)
-            except Exception as error:  # the edge: a chat that cannot open is one line on stderr
-                details = f" ({held.details})" if held.details else ""
-                raise CommandError(f"{why_not_open(settings.chat_dir, error)}{details}") from None
-        held.say()
+        # P10: a damaged folder is named before any actor starts. Issue 10: while another
+        # server (`serve`) runs the chat, this one attaches to it; else it is the server.
+        session = start_session(settings, placement, attachable=True)
     except CommandError as error:
         say(f"everchat: {error}")
         return None

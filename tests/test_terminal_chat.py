@@ -132,7 +132,8 @@ def test_r5_a_chat_open_elsewhere_is_one_line_on_stderr_and_status_1(tmp_path, c
     from everchat.frontends.terminal import run
 
     settings = demo_settings(tmp_path)
-    with ChatSession.open(settings):
+    # A one-shot command's chat (not attachable); a server's is attached to (tests/test_attach.py).
+    with ChatSession.open(settings, attachable=False):
         assert run(settings, stdin=_Tty()) == 1
     err = capsys.readouterr().err
     assert err.startswith("everchat: ") and err.count("\n") == 1

@@ -1,6 +1,7 @@
 """The messages of the system itself: the supervisor's directory (`Register`,
 `Directory`), the ops console's statistics, `Ping`/`Pong`, and the replies any actor or
-the transport gives (`Ack`, `ErrorReply`).
+the transport gives (`Ack`, `ErrorReply`), and what a client attaching to a running chat asks
+the supervisor (`SupervisorStatus` -> `SupervisorState`, issue 10).
 
 Part of `everchat.transport.schema`: import them from there (`schema.Ping`).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._check import bytes_, dict_, fields, int_, list_, str_, wrong
+from ._check import bool_, bytes_, dict_, fields, int_, list_, str_, wrong
 from ._schema_base import BLOCK, Message, REFUSE, message
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "Pong",
     "ErrorReply",
     "Ack",
+    "SupervisorStatus",
+    "SupervisorState",
 ]
 
 
@@ -155,3 +158,48 @@ class Ack(Message):
     def from_wire(cls, obj: Any) -> Ack:
         fields(obj, 0, cls)
         return cls()
+
+
+@message(REFUSE)
+@dataclass(frozen=True, slots=True)
+class SupervisorStatus(Message):
+    """A client attaching to the running chat asks its supervisor where each actor lives
+    and which run of it serves (ask -> SupervisorState); it asks again while it repeats a
+    request across a restart (P4)."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SupervisorStatus:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class SupervisorState(Message):
+    """Reply to SupervisorStatus. `actors`: one row per actor of the chat, `(name, running,
+    restarts, pid, endpoint, gave_up)`: whether it runs from the run that registered now,
+    how often it was restarted, the pid it registered from, the endpoint that reaches it
+    ("" before it registered) and, once the supervisor gave up on it, why ("" otherwise).
+    `stopping`: the chat is being stopped (no actor is restarted). `mode`: the placement
+    ("single" or "processes")."""
+    actors: list[tuple[str, bool, int, int, str, str]]
+    stopping: bool
+    mode: str
+
+    def to_wire(self) -> list:
+        return [[list(row) for row in self.actors], self.stopping, self.mode]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> SupervisorState:
+        actors, stopping, mode = fields(obj, 3, cls)
+        rows = []
+        for row in list_(actors, "SupervisorState.actors"):
+            name, running, restarts, pid, endpoint, gave_up = fields(row, 6, cls)
+            what = "SupervisorState.actors[]."
+            rows.append((str_(name, what + "name"), bool_(running, what + "running"),
+                         int_(restarts, what + "restarts"), int_(pid, what + "pid"),
+                         str_(endpoint, what + "endpoint"), str_(gave_up, what + "gave_up")))
+        return cls(rows, bool_(stopping, "SupervisorState.stopping"), str_(mode, "SupervisorState.mode"))

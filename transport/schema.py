@@ -47,7 +47,7 @@ from ._schema_turns import (UserInput, InputLogged, StopTurn, TurnStatus, TurnSt
                             AwaitSubscriber, TurnStarted, TurnText, TurnThinking, TurnThinkingDone,
                             TurnToolCall, TurnToolResult, TurnJoined, TurnEnded, Notice)
 from ._schema_system import (Register, Directory, StatsRequest, StatsReply, Ping, Pong, ErrorReply,
-                             Ack)
+                             Ack, SupervisorStatus, SupervisorState)
 
 __all__ = [
     "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types",
@@ -62,5 +62,5 @@ __all__ = [
     "UserInput", "InputLogged", "StopTurn", "TurnStatus", "TurnState", "AwaitSubscriber", "SaveDraft", "PutAsset",
     "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
     "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
-    "Notice", "ResponseStarted", "WaitBacklog", "RecordUsage",
+    "Notice", "ResponseStarted", "WaitBacklog", "RecordUsage", "SupervisorStatus", "SupervisorState",
 ]
