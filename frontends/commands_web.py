@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 
-from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, check_compaction_model, load_settings
+from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, load_settings
 
 __all__ = ["add_web_arguments", "run", "open_web_session", "check_web_flags", "every_interface"]
 
@@ -63,28 +63,18 @@ def check_web_flags(args: argparse.Namespace) -> None:
 
 def open_web_session(args: argparse.Namespace, settings):
     """The chat with its actors, for the web server: `--processes` and `--workers`
-    honoured, any failure one line (CommandError). One function, so that attaching to a
-    running `serve` can replace it."""
-    from everchat.actors.session import ChatSession
+    honoured, or attached to a `serve` (or terminal chat) that already runs the chat
+    (`start_session`, issue 10); any failure one line (CommandError). The web's own chat
+    is attachable: `ask`, `note` … attach to it while it runs."""
     from everchat.actors.supervisor import Placement
-    from everchat.frontends.commands_turn import probe, why_not_open
-    from everchat.frontends.edge import hold_log_lines
+    from everchat.frontends.commands_turn import start_session
 
-    check_compaction_model(settings)
-    probe(settings.chat_dir)
     workers = getattr(args, "workers", None) or settings.compaction_jobs
     mode = "processes" if getattr(args, "processes", False) else "single"
     if mode == "processes" and getattr(args, "demo", False):
         os.environ["EVERCHAT_DEMO"] = "1"  # the actors' own processes read their settings from it
-    with hold_log_lines() as held:
-        try:
-            session = ChatSession.open(settings, placement=Placement(mode, workers=workers))
-        except Exception as error:  # the edge: a chat that cannot open is one line for the person
-            why = why_not_open(settings.chat_dir, error)
-            details = f" ({held.details})" if held.details else ""
-            raise CommandError(f"cannot open the chat in {settings.chat_dir}: {why}{details}") from None
-    held.say()
-    return session
+    return start_session(settings, Placement(mode, workers=workers), attachable=True,
+                         what=f"cannot open the chat in {settings.chat_dir}: ")
 
 
 def _display() -> bool:

@@ -398,3 +398,48 @@ def test_r5_serve_stopped_with_a_client_attached_exits_cleanly_and_the_client_he
     finally:
         session.close()
     assert texts(server.chat, "note") == ["While attached."]
+
+
+def test_r5_web_attaches_to_a_running_serve_and_leaves_it_running(env, served, tmp_path):
+    """`everchat web` on a chat `serve` runs: it says so in one line, serves the chat through
+    the server's actors (a note posted from the page is logged by them), and its Ctrl-C
+    leaves the server running with its lock."""
+    import asyncio
+
+    import aiohttp
+
+    server = served()
+    web = subprocess.Popen([*EVERCHAT, "--data-dir", str(server.chat), "web", "--no-browser", "--port", "0"],
+                           env={k: v for k, v in env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")},
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=_sigint_default)
+    try:
+        line = web.stdout.readline()
+        assert line.startswith("everchat: the chat is at http://127.0.0.1:"), (line, web.poll())
+        base, token = line.split(" at ", 1)[1].strip().split("/#")
+
+        async def note() -> int:
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:
+                async with client.post(base + "/api/session", json={"token": token, "name": "attach test"},
+                                       headers={"Origin": base}) as answer:
+                    assert answer.status == 200
+                async with client.post(base + "/api/note", json={"text": "noted through the web page"},
+                                       headers={"Origin": base}) as answer:
+                    assert answer.status == 200
+                    return (await answer.json())["id"]
+
+        asyncio.run(asyncio.wait_for(note(), 60))
+        assert texts(server.chat, "note") == ["noted through the web page"]
+        web.send_signal(signal.SIGINT)
+        _, err = web.communicate(timeout=60)
+    finally:
+        if web.poll() is None:
+            web.kill()
+            web.communicate()
+    assert web.returncode == 0, err
+    assert server.attached_line in err
+    assert server.process.poll() is None  # the server still runs, its lock held
+    done = subprocess.run([*EVERCHAT, "--data-dir", str(server.chat), "note", "after the page left"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == server.attached_line
+    assert server.stop()[0] == 0
