@@ -117,7 +117,15 @@ export async function loadNewest(pending = null) {
   live = null;
   rows.clear();
   clear(list);
-  for (const message of page.messages) add(logged(message));
+  // One append, one pass of day markers, one scroll: not a layout per row.
+  const made = document.createDocumentFragment();
+  for (const message of page.messages) {
+    const row = logged(message);
+    if (row) made.append(row);
+  }
+  list.append(made);
+  markDays();
+  toBottom();
   oldest = page.messages.length ? page.messages[0].id : null;
   hasOlder = oldest !== null && oldest > 0;
   olderNote.textContent = page.count === 0 ? "No messages yet: say something." : "";
