@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
+from tmux_world import clean_env, tmux_pane
 
 from everchat.actors.attach import ServerGone, server_info
 from everchat.actors.config import load
@@ -283,49 +282,10 @@ def test_r36_an_ask_sent_while_another_clients_turn_runs_joins_that_turn(env, se
     assert server.stop() == (0, "")
 
 
-class Pane:
-    """A tmux server of the test's own (a private socket) running one command in a pane."""
-
-    def __init__(self, env: dict) -> None:
-        assert shutil.which("tmux"), "tmux is needed (.ci/run installs it)"
-        self.folder = Path(tempfile.mkdtemp(prefix="eca-"))  # a short path: unix sockets allow ~100 bytes
-        self.env = {key: value for key, value in env.items() if not key.startswith("TMUX")}
-        self.env.update(TERM="xterm-256color", LANG="C.UTF-8", LC_ALL="C.UTF-8")
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-S", str(self.folder / "tmux.sock"), *args], env=self.env,
-                              capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0, f"tmux {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def start(self, argv: list[str]) -> None:
-        command = " ".join("'" + arg.replace("'", "'\\''") + "'" for arg in argv)
-        self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", f'{command}; echo "[exit $?]"; sleep 3600')
-
-    def screen_with(self, text: str) -> str:
-        def screen() -> str:
-            shown = self.tmux("capture-pane", "-p", "-t", "t")
-            return shown if text in shown else ""
-        return poll(screen, f"{text!r} on the screen")
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", "t", "-l", text)
-        self.tmux("send-keys", "-t", "t", "Enter")
-
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", "t", *keys)
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "-S", str(self.folder / "tmux.sock"), "kill-server"], env=self.env,
-                       capture_output=True, timeout=30)
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
 @pytest.fixture
 def pane(env):
-    pane = Pane(env)
-    yield pane
-    pane.kill()
+    with tmux_pane(clean_env(None, env) | {k: v for k, v in env.items() if k.startswith("EVERCHAT_")}) as pane:
+        yield pane
 
 
 def test_r5_the_terminal_chat_attaches_to_serve_in_tmux(env, served, pane):
@@ -333,13 +293,13 @@ def test_r5_the_terminal_chat_attaches_to_serve_in_tmux(env, served, pane):
     server = served("--demo")
     note = everchat(env, "--demo", "--data-dir", str(server.chat), "note", "The code word is amber-42.")
     assert note.returncode == 0, note.stderr
-    pane.start([*EVERCHAT, "--demo", "--data-dir", str(server.chat), "chat"])
-    screen = pane.screen_with("1 message so far")
+    pane.start(*EVERCHAT, "--demo", "--data-dir", str(server.chat), "chat")
+    screen = pane.wait("1 message so far")
     assert server.attached_line.strip() in screen
     pane.type("What is the code word?")
-    pane.screen_with("amber-42.\" (I zoomed 0+1 to read it.)")
+    pane.wait("amber-42.\" (I zoomed 0+1 to read it.)")
     pane.keys("C-d")
-    pane.screen_with("[exit 0]")
+    pane.wait("[exit 0]")
     # The terminal left; the server runs on and holds the chat.
     assert server.process.poll() is None
     assert texts(server.chat, "user") == ["What is the code word?"]
@@ -348,16 +308,16 @@ def test_r5_the_terminal_chat_attaches_to_serve_in_tmux(env, served, pane):
 
 def test_r5_ask_attaches_to_an_open_terminal_chat_which_is_a_server_too(env, pane, tmp_path):
     chat = tmp_path / "chat"
-    pane.start([*EVERCHAT, "--demo", "--data-dir", str(chat), "chat"])
-    pane.screen_with("0 messages so far")
+    pane.start(*EVERCHAT, "--demo", "--data-dir", str(chat), "chat")
+    pane.wait("0 messages so far")
     info = poll(lambda: server_info(chat), "the terminal chat's run file, attachable")
     done = everchat(env, "--demo", "--data-dir", str(chat), "ask", "Remember amber-42.")
     assert done.returncode == 0, done.stderr
     assert done.stderr == f"everchat: attached to the running chat (pid {info['pid']})\n"
     assert "Noted as message 0." in done.stdout
-    pane.screen_with("Noted as message 0.")  # the terminal shows the turn another client started
+    pane.wait("Noted as message 0.")  # the terminal shows the turn another client started
     pane.keys("C-d")
-    pane.screen_with("[exit 0]")
+    pane.wait("[exit 0]")
     assert not (chat / "run" / "supervisor.json").exists()
     assert texts(chat, "user") == ["Remember amber-42."]
 

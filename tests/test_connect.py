@@ -10,11 +10,9 @@ import asyncio
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
@@ -27,6 +25,8 @@ from everchat.frontends.web import WebConfig, load_token, make_app, start_in_thr
 from everchat.frontends.web.remote import REVOKED, RemoteSession, SessionRevoked, UserMessage
 from everchat.tools.fakemodel import FakeModelServer, Gate, Latency, Reply, Text
 from everchat.transport import schema
+
+from tmux_world import clean_env, tmux_pane
 
 EVERCHAT = Path(sys.executable).with_name("everchat")
 
@@ -292,60 +292,10 @@ def test_a_wrong_token_is_the_same_clear_line(demo_web):
 # -- the real command in a real terminal ---------------------------------------------------------------
 
 
-class Pane:
-    """A tmux pane on a tmux server of the test's own (a private socket)."""
-
-    def __init__(self, folder: Path, env: dict[str, str]) -> None:
-        self.socket = folder / "tmux.sock"
-        self.env = env
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-S", str(self.socket), *args], env=self.env, capture_output=True, text=True,
-                              timeout=30)
-        assert done.returncode == 0, f"tmux {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def start(self, *argv: str) -> None:
-        line = " ".join("'" + arg.replace("'", "'\\''") + "'" for arg in argv) + '; echo "[exit $?]"; sleep 3600'
-        self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", line)
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t")
-
-    def wait(self, text: str, timeout: float = 60.0, *, idle: bool = False) -> str:
-        """Poll the screen until `text` is on it (capture-pane is a snapshot, not a stream);
-        with `idle`, also until the status bar no longer says a reply is running."""
-        import time
-
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            bar = [line for line in screen.splitlines() if line.strip()][-1:]
-            if text in screen and not (idle and "replying" in "".join(bar)):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never saw {text!r} on the screen:\n{screen}")
-            time.sleep(0.05)
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", "t", "-l", text)
-        self.tmux("send-keys", "-t", "t", "Enter")
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], env=self.env, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def pane(tmp_path):
-    assert shutil.which("tmux"), "tmux is needed (.ci/run installs it)"
-    folder = Path(tempfile.mkdtemp(prefix="ecc-"))  # a short path: unix sockets allow ~100 bytes
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("TMUX", "EVERCHAT_"))
-           and key not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
-    env.update(EVERCHAT_HOME=str(tmp_path / "client-home"), TERM="xterm-256color", LANG="C.UTF-8", LC_ALL="C.UTF-8")
-    pane = Pane(folder, env)
-    yield pane
-    pane.kill()
-    shutil.rmtree(folder, ignore_errors=True)
+    with tmux_pane(clean_env(tmp_path / "client-home")) as pane:
+        yield pane
 
 
 class WebProcess:

@@ -4,89 +4,22 @@ own folder; the tmux server is the test's own (a private socket), killed at the 
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from everchat.tools.fakemodel import FakeModelServer, Latency, Reply, Text
 
+from tmux_world import clean_env, tmux_pane
+
 EVERCHAT = Path(sys.executable).with_name("everchat")
-
-
-class Pane:
-    """One tmux pane running a command, on a tmux server of the test's own."""
-
-    def __init__(self, folder: Path, env: dict[str, str]) -> None:
-        self.socket = folder / "tmux.sock"
-        self.env = env
-        self.windows = 0
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-S", str(self.socket), *args], env=self.env, capture_output=True,
-                              text=True, timeout=30)
-        assert done.returncode == 0, f"tmux {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def start(self, *argv: str) -> str:
-        """Run `argv` in a new 100x30 window; when it ends, the pane says `[exit N]`."""
-        self.windows += 1
-        name = f"w{self.windows}"
-        line = " ".join(_quote(arg) for arg in argv) + '; echo "[exit $?]"; sleep 3600'
-        if self.windows == 1:
-            self.tmux("new-session", "-d", "-s", "t", "-n", name, "-x", "100", "-y", "30", line)
-        else:
-            self.tmux("new-window", "-t", "t", "-n", name, line)
-        self.target = f"t:{name}"
-        return name
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", self.target)
-
-    def wait(self, text: str, timeout: float = 30.0, *, idle: bool = False) -> str:
-        """Poll the screen until `text` is on it (capture-pane is a snapshot, not a stream);
-        with `idle`, also until the status bar no longer says a reply is running."""
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            bar = [line for line in screen.splitlines() if line.strip()][-1:]
-            if text in screen and not (idle and "replying" in "".join(bar)):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never saw {text!r} on the screen:\n{screen}")
-            time.sleep(0.05)
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", self.target, "-l", text)
-        self.tmux("send-keys", "-t", self.target, "Enter")
-
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", self.target, *keys)
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], env=self.env, capture_output=True, timeout=30)
-
-
-def _quote(arg: str) -> str:
-    return "'" + arg.replace("'", "'\\''") + "'"
 
 
 @pytest.fixture
 def pane(tmp_path):
-    assert shutil.which("tmux"), "tmux is needed (.ci/run installs it)"
-    folder = Path(tempfile.mkdtemp(prefix="ect-"))  # a short path: unix sockets allow ~100 bytes
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("TMUX", "EVERCHAT_"))
-           and key not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
-    env.update(EVERCHAT_HOME=str(tmp_path / "home"), TERM="xterm-256color", LANG="C.UTF-8", LC_ALL="C.UTF-8")
-    pane = Pane(folder, env)
-    yield pane
-    pane.kill()
-    shutil.rmtree(folder, ignore_errors=True)
+    with tmux_pane(clean_env(tmp_path / "home")) as pane:
+        yield pane
 
 
 def test_r36_everchat_demo_in_tmux_streams_zooms_quits_and_reopens_with_its_history(pane):
