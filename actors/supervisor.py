@@ -254,8 +254,8 @@ class Supervisor:
             local = [child for child in self.children.values() if child.name not in self.placement.remote]
             first, rest = local[:1], local[1:]
             for wave in (first, rest):
-                for child in wave:
-                    self._launch(child)
+                if wave:
+                    self._launch(*wave)  # one request to the fork server for the whole wave
                 for child in wave:
                     if not child.registered.wait(max(0.0, deadline - time.monotonic())):
                         raise TimeoutError(f"{self}: {child.name} did not start within {timeout} s")
@@ -304,17 +304,43 @@ class Supervisor:
             os.close(fd)
         os.replace(tmp, path)
 
-    def _launch(self, child: _Child) -> None:
-        child.registered.clear()
-        child.launched.clear()
+    def _launch(self, *children: _Child) -> None:
+        """Start `children`'s actors: here (single), or each in a process of its own, all
+        forked at once by the fork server. Raises the first failure, once every fork that
+        did start is known (stop() ends those)."""
+        for child in children:
+            child.registered.clear()
+            child.launched.clear()
         if self.placement.mode == "single":
-            cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer,
-                                    self.settings, self.extra_tools)
-            child.ref = self.node.host(child.name, cls, *args)
-            child.host, child.pid = socket.gethostname(), os.getpid()
-            child.registered.set()
+            for child in children:
+                cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer,
+                                        self.settings, self.extra_tools)
+                child.ref = self.node.host(child.name, cls, *args)
+                child.host, child.pid = socket.gethostname(), os.getpid()
+                child.registered.set()
             return
-        argv = [  # everchat.actors.process's arguments; the fork server adds --parent (its own pid)
+        env = self._child_env()
+        if self._launcher is None:
+            self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
+        try:
+            forked = self._launcher.fork_all([self._argv(child) for child in children], env)
+        except BaseException:
+            for child in children:
+                child.launched.set()  # no process: a Register that waits for one is refused
+            raise
+        failed = None
+        for child, process in zip(children, forked):
+            if isinstance(process, BaseException):
+                failed = failed or process
+            else:
+                child.process = process
+            child.launched.set()  # its Register may already wait for this (see registered())
+        if failed is not None:
+            raise failed
+
+    def _argv(self, child: _Child) -> list[str]:
+        """everchat.actors.process's arguments for `child`; the fork server adds --parent (its own pid)."""
+        argv = [
             "--name", child.name,
             "--chat", str(self.chat),
             "--supervisor", self.node.endpoint,
@@ -329,13 +355,7 @@ class Supervisor:
         ]
         if self.keys is not None:
             argv += ["--keys", str(self.chat / "config")]
-        env = self._child_env()
-        if self._launcher is None:
-            self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
-        try:
-            child.process = self._launcher.fork(argv, env)
-        finally:
-            child.launched.set()  # its Register may already wait for this (see registered())
+        return argv
 
     def _child_env(self) -> dict | None:
         """The environment of the actor processes (None: ours). The turn runner in its own
