@@ -250,6 +250,7 @@ def _serve_preloaded(requests: int, answers: int) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the actors; the supervisor stops us
     for name in PRELOAD:
         importlib.import_module(name)
+    importlib.import_module("everchat.actors.process").argument_parser()  # made once, not in every child
     _preload_sdks()
     gc.freeze()  # what we imported is shared: no child's collection walks it (or copies its pages)
     _write(answers, {"ready": os.getpid()})

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -188,9 +189,11 @@ class _ForkServer:
         self._reader = threading.Thread(target=self._read, name=f"fork-server-{process.pid}", daemon=True)
         self._reader.start()
 
-    def fork_all(self, argvs: list[list[str]], env: dict, timeout: float) -> list[Forked | BaseException]:
+    def fork_all(self, argvs: list[list[str]], env: dict, timeout: float,
+                 each: Callable[[int, Forked | BaseException], None] | None = None) -> list[Forked | BaseException]:
         """One process per `argvs` entry, all asked for in one write (issue 9: no round
-        trip per actor); each answer a Forked, or the error that one met."""
+        trip per actor); each answer a Forked, or the error that one met, also handed to
+        `each(index, answer)` as soon as it comes."""
         requests = b"".join((json.dumps({"argv": argv, "env": env}) + "\n").encode() for argv in argvs)
         with self._lock:
             try:
@@ -199,16 +202,18 @@ class _ForkServer:
             except (BrokenPipeError, ValueError) as error:
                 raise ForkServerLost(f"the fork server (pid {self.process.pid}) is gone: {error}") from None
             deadline = time.monotonic() + timeout
-            answers = []
-            for _ in argvs:
+            answers: list[Forked | BaseException] = []
+            while len(answers) < len(argvs):
                 try:
-                    answers.append(self._answers.get(timeout=max(0.0, deadline - time.monotonic())))
+                    answer = self._answers.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     raise TimeoutError(f"the fork server (pid {self.process.pid}) forked {len(answers)} of "
                                        f"{len(argvs)} within {timeout} s") from None
-                if isinstance(answers[-1], ForkServerLost):  # nothing more will come
-                    answers += [answers[-1]] * (len(argvs) - len(answers))
-                    break
+                more = len(argvs) - len(answers) if isinstance(answer, ForkServerLost) else 1  # nothing more comes
+                for _ in range(more):
+                    answers.append(answer)
+                    if each is not None:
+                        each(len(answers) - 1, answer)
         return answers
 
     def close(self) -> None:
@@ -287,12 +292,13 @@ class Launcher:
             raise answer
         return answer
 
-    def fork_all(self, argvs: list[list[str]], env: dict | None,
-                 timeout: float = 60.0) -> list[Forked | BaseException]:
+    def fork_all(self, argvs: list[list[str]], env: dict | None, timeout: float = 60.0,
+                 each: Callable[[int, Forked | BaseException], None] | None = None) -> list[Forked | BaseException]:
         """`fork` for each of `argvs` at once (one request, the server forks them one after
-        another without waiting for us): each a Forked, or the error that one met. Raises
-        ForkServerLost when the server is gone before it was asked."""
-        return self._fork_server(env).fork_all(argvs, dict(os.environ) if env is None else env, timeout)
+        another without waiting for us): each a Forked, or the error that one met, also
+        handed to `each(index, answer)` as it comes. Raises ForkServerLost when the server
+        is gone before it was asked."""
+        return self._fork_server(env).fork_all(argvs, dict(os.environ) if env is None else env, timeout, each)
 
     def _fork_server(self, env: dict | None = None) -> _ForkServer:
         with self._server_lock:
