@@ -12,12 +12,10 @@ the thread that starts the actor processes.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,60 +25,21 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from everchat.actors.store import ChatLocked
+from everchat.actors.store import OwnerLock
 
 __all__ = ["ChatLock", "Launcher", "Forked", "ForkServerLost", "LOCK_NAME"]
 
 LOCK_NAME = "supervisor.lock"  # in the chat folder, beside the store's writer.lock
 
 
-class ChatLock:
-    """The supervisor's OS lock on its chat folder (P6): `fcntl.flock` on `supervisor.lock`,
-    taken without waiting, the owner written in it as `{"v": 1, "pid": ..., "host": ...}`
-    (the same form as the store's writer.lock) so a second supervisor can name it. The
-    kernel drops it when the owner dies, also by kill -9."""
+class ChatLock(OwnerLock):
+    """The supervisor's OS lock on its chat folder (P6): `supervisor.lock`, beside the
+    store's writer.lock and taken the same way (`OwnerLock`): without waiting, its owner
+    written in it so a second supervisor can name it. The kernel drops it when the owner
+    dies, also by kill -9."""
 
     def __init__(self, chat: Path) -> None:
-        self.path = chat / LOCK_NAME
-        self.held = False
-        self._fd: int | None = None
-
-    def __repr__(self) -> str:
-        return f"<ChatLock {self.path} {'held' if self.held else 'free'} pid={os.getpid()}>"
-
-    def acquire(self) -> None:
-        """Take the lock at once, or raise ChatLocked naming its owner."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid, host = _lock_owner(fd)
-            os.close(fd)
-            raise ChatLocked(str(self.path.parent), pid, host) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd, self.held = fd, True
-        os.fchmod(fd, 0o600)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"v": 1, "pid": os.getpid(), "host": socket.gethostname()}).encode() + b"\n", 0)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd, self.held = self._fd, None, False
-            try:
-                os.ftruncate(fd, 0)
-            finally:
-                os.close(fd)
-
-
-def _lock_owner(fd: int) -> tuple[int | None, str | None]:
-    try:
-        owner = json.loads(os.pread(fd, 4096, 0))
-        pid, host = owner.get("pid"), owner.get("host")
-    except (ValueError, AttributeError):
-        return None, None
-    return (pid if type(pid) is int else None), (host if type(host) is str else None)
+        super().__init__(chat / LOCK_NAME)
 
 
 class ForkServerLost(OSError):
