@@ -4,7 +4,11 @@ Starting an interpreter and importing the actors costs about half a CPU second; 
 eleven actors paid it eleven times, one after another. The supervisor's launcher instead
 starts this process once: it imports every actor's code, then waits for requests and
 forks one child per actor, which runs `everchat.actors.process.main` with the arguments
-it was sent. A fork costs milliseconds, so every actor can start at once.
+it was sent. A fork costs milliseconds, so every actor can start at once. Where it may
+(Linux, while it runs no other thread: `supervisor_parts.Launcher`), the supervisor does
+not even start an interpreter for it: it forks itself, having imported the actors' code
+already, and the fork runs `run_forked` (the server at once, instead of after half a second
+of imports). The supervisor asks for a whole wave of actors in one write.
 
     python -m everchat.actors.forkserver --parent PID
 

@@ -22,8 +22,9 @@ Who may touch the chat:
   its sockets 0600 and lets in only processes of the same user.
 - Actor processes die with the supervisor (P16): each asks the kernel (Linux) to kill it
   when the thread that started it ends. They are forked by one fork server
-  (actors/forkserver.py: the actors' code imported once, so all start at once, issue 9),
-  which is started from one thread that lives as long as the supervisor
+  (actors/forkserver.py: the actors' code imported once, so all start at once, issue 9;
+  a fork of the supervisor itself where that is safe), which is started from one thread
+  that lives as long as the supervisor
   (`supervisor_parts.Launcher`), never from a caller's thread that may end first: the
   server dies with that thread, the actors with the server. Elsewhere the server stops
   its children when its pipe from us closes, and they poll for their parent
