@@ -212,6 +212,10 @@ class _ForkServer:
             forked.ended(-signal.SIGKILL)
         self._children.clear()
         self._answers.put(ForkServerLost(f"the fork server (pid {self.process.pid}) ended"))
+        try:  # reaped here: a server lost and replaced is waited for by no one else
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # its pipe closed but it lives on: close() waits again
+            pass
 
 
 class Launcher:
