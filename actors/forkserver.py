@@ -4,7 +4,11 @@ Starting an interpreter and importing the actors costs about half a CPU second; 
 eleven actors paid it eleven times, one after another. The supervisor's launcher instead
 starts this process once: it imports every actor's code, then waits for requests and
 forks one child per actor, which runs `everchat.actors.process.main` with the arguments
-it was sent. A fork costs milliseconds, so every actor can start at once.
+it was sent. A fork costs milliseconds, so every actor can start at once. Where it may
+(Linux, while it runs no other thread: `supervisor_parts.Launcher`), the supervisor does
+not even start an interpreter for it: it forks itself, having imported the actors' code
+already, and the fork runs `run_forked` (the server at once, instead of after half a second
+of imports). The supervisor asks for a whole wave of actors in one write.
 
     python -m everchat.actors.forkserver --parent PID
 
@@ -186,6 +190,77 @@ def _preload_sdks() -> None:
             continue
 
 
+def _reset_signals() -> None:
+    """A fork of the supervisor keeps its Python signal handlers (a front end's Ctrl-C,
+    `serve`'s SIGTERM): the server starts from the defaults, as a new interpreter would."""
+    signal.set_wakeup_fd(-1)
+    for signum in signal.valid_signals():
+        try:
+            if callable(signal.getsignal(signum)):
+                signal.signal(signum, signal.SIG_DFL)
+        except (OSError, ValueError):  # not ours to set (SIGKILL, SIGSTOP)
+            continue
+
+
+def _keep_only(fds: set[int]) -> None:
+    """Close every descriptor but `fds` (the supervisor's chat lock, its terminal, its
+    sockets: none of them is an actor's), without touching their Python objects."""
+    low = 0
+    for fd in sorted(fds):
+        if fd > low:  # never an empty range: closerange(n, n) closes all on some Pythons
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+
+
+def run_forked(requests: int, answers: int, env: dict[str, str], parent: int) -> None:
+    """The fork server in a fork of the supervisor's own process (issue 9): the supervisor
+    imported the actors' code before it started, so this fork is preloaded at once, where
+    a new interpreter takes about half a CPU second. Runs in the child, in the launcher
+    thread that forked it (its only thread now); never returns.
+
+    The supervisor forks itself only while its one other thread waits for this fork
+    (`supervisor_parts.Launcher`): no lock is held by a thread that is gone here, and no
+    zmq context runs yet. What is the supervisor's stays untouched: its objects are frozen
+    out of every collection (no finalizer closes a descriptor that is another's by then),
+    its descriptors closed but stderr and the two pipes, its signal handlers reset."""
+    code = 1
+    try:
+        gc.freeze()
+        from everchat.actors.process import die_with_parent
+
+        die_with_parent()  # the launcher thread: the supervisor may end any moment (checked below)
+        _reset_signals()
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)  # the person's terminal is not the server's
+        os.dup2(null, 1)
+        _keep_only({0, 1, 2, requests, answers})
+        os.environ.clear()
+        os.environ.update(env)
+        if os.getppid() != parent:
+            return
+        code = _serve_preloaded(requests, answers)
+    except BaseException as error:  # said where errors go; the supervisor hears the server ended
+        try:
+            sys.stderr.write(f"everchat: error: fork server {os.getpid()}: {type(error).__name__}: {error}\n")
+            sys.stderr.flush()
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
+
+
+def _serve_preloaded(requests: int, answers: int) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the actors; the supervisor stops us
+    for name in PRELOAD:
+        importlib.import_module(name)
+    importlib.import_module("everchat.actors.process").argument_parser()  # made once, not in every child
+    _preload_sdks()
+    gc.freeze()  # what we imported is shared: no child's collection walks it (or copies its pages)
+    _write(answers, {"ready": os.getpid()})
+    return serve(requests, answers)
+
+
 def main(argv: list[str] | None = None) -> int:
     from everchat.actors.process import die_with_parent
 
@@ -196,13 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getppid() != args.parent:
         sys.stderr.write(f"everchat: warning: fork server: the supervisor (pid {args.parent}) is already gone\n")
         return 1
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the actors; the supervisor stops us
-    for name in PRELOAD:
-        importlib.import_module(name)
-    _preload_sdks()
-    gc.freeze()  # what we imported is shared: no child's collection walks it (or copies its pages)
-    _write(1, {"ready": os.getpid()})
-    return serve(0, 1)
+    return _serve_preloaded(0, 1)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from everchat.transport import KeyPair, KeyStore, Node, PeerLost, parse_address, schema
 
-__all__ = ["main", "run_actor", "die_with_parent", "KeyRefused", "log_to_file", "LOG_BYTES"]
+__all__ = ["main", "argument_parser", "run_actor", "die_with_parent", "KeyRefused", "log_to_file", "LOG_BYTES"]
 
 log = logging.getLogger("everchat.process")
 
@@ -297,23 +297,35 @@ def _log_uncaught_in_thread(hook) -> None:
                      exc_info=(hook.exc_type, hook.exc_value, hook.exc_traceback))
 
 
+_PARSER: argparse.ArgumentParser | None = None
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """`main`'s parser, made once: the fork server makes it before it forks (issue 9), so
+    no actor process spends its start building it."""
+    global _PARSER
+    if _PARSER is None:
+        parser = argparse.ArgumentParser(description="Run one Everchat actor in this process.")
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--chat", type=Path, required=True)
+        parser.add_argument("--supervisor", required=True, help="the supervisor's endpoint")
+        parser.add_argument("--bind", required=True, help="this process's endpoint (ipc://… or tcp://127.0.0.1:0)")
+        parser.add_argument("--budget", default=None)
+        parser.add_argument("--keys", type=Path, default=None,
+                            help="the config folder with the CURVE keys (keys/), for tcp")
+        parser.add_argument("--summarizer", default="configured", choices=["configured", "scripted"])
+        parser.add_argument("--parent", type=int, default=None,
+                            help="the pid of the supervisor that starts this process (default: the parent now)")
+        parser.add_argument("--routes", type=json.loads, default=None,
+                            help="the peers' endpoints as the supervisor knew them, as JSON {name: endpoint}")
+        parser.add_argument("--log", type=Path, default=None, help="the log file (default: CHAT/run/NAME.log)")
+        _PARSER = parser
+    return _PARSER
+
+
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()  # before anything else: the parent may die any moment (checked below)
-    parser = argparse.ArgumentParser(description="Run one Everchat actor in this process.")
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--chat", type=Path, required=True)
-    parser.add_argument("--supervisor", required=True, help="the supervisor's endpoint")
-    parser.add_argument("--bind", required=True, help="this process's endpoint (ipc://… or tcp://127.0.0.1:0)")
-    parser.add_argument("--budget", default=None)
-    parser.add_argument("--keys", type=Path, default=None,
-                        help="the config folder with the CURVE keys (keys/), for tcp")
-    parser.add_argument("--summarizer", default="configured", choices=["configured", "scripted"])
-    parser.add_argument("--parent", type=int, default=None,
-                        help="the pid of the supervisor that starts this process (default: the parent now)")
-    parser.add_argument("--routes", type=json.loads, default=None,
-                        help="the peers' endpoints as the supervisor knew them, as JSON {name: endpoint}")
-    parser.add_argument("--log", type=Path, default=None, help="the log file (default: CHAT/run/NAME.log)")
-    args = parser.parse_args(argv)
+    args = argument_parser().parse_args(argv)
     parent = args.parent if args.parent is not None else os.getppid()
     logging.getLogger().addHandler(_Summary(args.name, logging.WARNING))  # until the file is open
     if os.getppid() != parent:  # it died before the kernel was asked to tell us

@@ -22,8 +22,9 @@ Who may touch the chat:
   its sockets 0600 and lets in only processes of the same user.
 - Actor processes die with the supervisor (P16): each asks the kernel (Linux) to kill it
   when the thread that started it ends. They are forked by one fork server
-  (actors/forkserver.py: the actors' code imported once, so all start at once, issue 9),
-  which is started from one thread that lives as long as the supervisor
+  (actors/forkserver.py: the actors' code imported once, so all start at once, issue 9;
+  a fork of the supervisor itself where that is safe), which is started from one thread
+  that lives as long as the supervisor
   (`supervisor_parts.Launcher`), never from a caller's thread that may end first: the
   server dies with that thread, the actors with the server. Elsewhere the server stops
   its children when its pipe from us closes, and they poll for their parent
@@ -267,24 +268,32 @@ class Supervisor:
             # process, and they start side by side.
             local = [child for child in self.children.values() if child.name not in self.placement.remote]
             first, rest = local[:1], local[1:]
+            opened = False
             for wave in (first, rest):
-                for child in wave:
-                    self._launch(child)
+                if wave:
+                    self._launch(*wave)  # one request to the fork server for the whole wave
+                if wave is rest and first and first[0].name == "log_writer":
+                    self._await_open(deadline)  # while the others start
+                    opened = True
                 for child in wave:
                     if not child.registered.wait(max(0.0, deadline - time.monotonic())):
                         raise TimeoutError(f"{self}: {child.name} did not start within {timeout} s")
             for name in self.placement.remote:
                 if not self.children[name].registered.wait(max(0.0, deadline - time.monotonic())):
                     raise TimeoutError(f"{self}: {name} did not join within {timeout} s")
-            # The log writer opens the folder (and takes writer.lock) in its own start, which
-            # may still run after it registered: an answer means the chat is open (R5).
-            self.node.ask("log_writer", schema.CountMessages(), timeout=max(1.0, deadline - time.monotonic()))
+            if not opened:
+                self._await_open(deadline)
         except BaseException:
             self.stop()
             raise
         self._monitor = threading.Thread(target=self._watch, name="supervisor-monitor", daemon=True)
         self._monitor.start()
         return self
+
+    def _await_open(self, deadline: float) -> None:
+        """The log writer opens the folder (and takes writer.lock) in its own start, which
+        may still run after it registered: an answer means the chat is open (R5)."""
+        self.node.ask("log_writer", schema.CountMessages(), timeout=max(1.0, deadline - time.monotonic()))
 
     def _take_chat(self) -> None:
         """P6, R5: the supervisor's lock first, then the chat opened (and closed) as its
@@ -319,17 +328,41 @@ class Supervisor:
             os.close(fd)
         os.replace(tmp, path)
 
-    def _launch(self, child: _Child) -> None:
-        child.registered.clear()
-        child.launched.clear()
+    def _launch(self, *children: _Child) -> None:
+        """Start `children`'s actors: here (single), or each in a process of its own, all
+        forked at once by the fork server. Raises the first failure, once every fork that
+        did start is known (stop() ends those)."""
+        for child in children:
+            child.registered.clear()
+            child.launched.clear()
         if self.placement.mode == "single":
-            cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer,
-                                    self.settings, self.extra_tools)
-            child.ref = self.node.host(child.name, cls, *args)
-            child.host, child.pid = socket.gethostname(), os.getpid()
-            child.registered.set()
+            for child in children:
+                cls, args = build_actor(child.name, self.chat, self.budget, self.placement.summarizer,
+                                        self.settings, self.extra_tools)
+                child.ref = self.node.host(child.name, cls, *args)
+                child.host, child.pid = socket.gethostname(), os.getpid()
+                child.registered.set()
             return
-        argv = [  # everchat.actors.process's arguments; the fork server adds --parent (its own pid)
+        env = self._child_env()
+        if self._launcher is None:
+            self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
+        def forked(index: int, process) -> None:
+            if not isinstance(process, BaseException):
+                children[index].process = process
+            children[index].launched.set()  # its Register may already wait for this (see registered())
+
+        try:
+            answers = self._launcher.fork_all([self._argv(child) for child in children], env, each=forked)
+        finally:
+            for child in children:
+                child.launched.set()  # no process: a Register that waits for one is refused
+        failed = [answer for answer in answers if isinstance(answer, BaseException)]
+        if failed:
+            raise failed[0]
+
+    def _argv(self, child: _Child) -> list[str]:
+        """everchat.actors.process's arguments for `child`; the fork server adds --parent (its own pid)."""
+        argv = [
             "--name", child.name,
             "--chat", str(self.chat),
             "--supervisor", self.node.endpoint,
@@ -344,13 +377,7 @@ class Supervisor:
         ]
         if self.keys is not None:
             argv += ["--keys", str(self.chat / "config")]
-        env = self._child_env()
-        if self._launcher is None:
-            self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
-        try:
-            child.process = self._launcher.fork(argv, env)
-        finally:
-            child.launched.set()  # its Register may already wait for this (see registered())
+        return argv
 
     def _child_env(self) -> dict | None:
         """The environment of the actor processes (None: ours). The turn runner in its own
@@ -379,14 +406,17 @@ class Supervisor:
                     raise ValueError(f"{self}: {msg.name} runs in {where}; a Register from pid {msg.pid} "
                                      f"on {msg.host} is refused")
             child.endpoint, child.host, child.pid = msg.endpoint, msg.host, msg.pid
+            moved = self.routes.get(msg.name) != msg.endpoint
             self.routes[msg.name] = msg.endpoint
             self.routes[f"node.{msg.name}"] = msg.endpoint
             routes = dict(self.routes)
         self.node.route(msg.name, msg.endpoint)
         self.node.route(f"node.{msg.name}", msg.endpoint)
-        for other in self.children.values():
-            if other.name != msg.name and other.registered.is_set() and other.endpoint:
-                self.node.tell(f"node.{other.name}", schema.Directory(routes=routes))
+        if moved:  # the others hear of this one (each heard of the rest when it registered)
+            news = schema.Directory(routes={msg.name: msg.endpoint, f"node.{msg.name}": msg.endpoint})
+            for other in self.children.values():
+                if other.name != msg.name and other.registered.is_set() and other.endpoint:
+                    self.node.tell(f"node.{other.name}", news)
         if child.restarts and msg.name.startswith("compactor."):
             self.node.tell("planner", schema.ActorRestarted(name=msg.name))
         child.registered.set()
@@ -518,18 +548,11 @@ class Supervisor:
         self._stopping.set()
         if self._monitor is not None:
             self._monitor.join(timeout=5)
-        # Workers first, the log writer last: everyone else saves through it.
-        for child in reversed(list(self.children.values())):
-            if child.process is None:
-                continue
-            if child.process.poll() is None:
-                child.process.terminate()
-            try:
-                child.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                log.error("%s: %s did not stop within 10 s; killing it", self, child.name)
-                child.process.kill()
-                child.process.wait()
+        # Workers first (all at once), the log writer last: everyone else saves through it.
+        children = list(self.children.values())
+        workers = [child for child in children if child.name.startswith("compactor.")]
+        for group in [workers] + [[child] for child in reversed(children) if child not in workers]:
+            self._stop_processes(group)
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
@@ -538,6 +561,20 @@ class Supervisor:
         if self._chat_lock.held:  # only the chat's own supervisor clears run/
             self._clear_run_dir()
             self._chat_lock.release()
+
+    def _stop_processes(self, children: list[_Child]) -> None:
+        """Ask `children`'s processes to stop, all at once, and wait for each (10 s, then kill)."""
+        running = [child for child in children if child.process is not None]
+        for child in running:
+            if child.process.poll() is None:
+                child.process.terminate()
+        for child in running:
+            try:
+                child.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                log.error("%s: %s did not stop within 10 s; killing it", self, child.name)
+                child.process.kill()
+                child.process.wait()
 
     def _clear_run_dir(self) -> None:
         """A clean exit leaves `run/` without what only a running chat uses: the run file

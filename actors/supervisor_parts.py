@@ -12,72 +12,34 @@ the thread that starts the actor processes.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
+import time
+import warnings
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from everchat.actors.store import ChatLocked
+from everchat.actors.store import OwnerLock
 
 __all__ = ["ChatLock", "Launcher", "Forked", "ForkServerLost", "LOCK_NAME"]
 
 LOCK_NAME = "supervisor.lock"  # in the chat folder, beside the store's writer.lock
 
 
-class ChatLock:
-    """The supervisor's OS lock on its chat folder (P6): `fcntl.flock` on `supervisor.lock`,
-    taken without waiting, the owner written in it as `{"v": 1, "pid": ..., "host": ...}`
-    (the same form as the store's writer.lock) so a second supervisor can name it. The
-    kernel drops it when the owner dies, also by kill -9."""
+class ChatLock(OwnerLock):
+    """The supervisor's OS lock on its chat folder (P6): `supervisor.lock`, beside the
+    store's writer.lock and taken the same way (`OwnerLock`): without waiting, its owner
+    written in it so a second supervisor can name it. The kernel drops it when the owner
+    dies, also by kill -9."""
 
     def __init__(self, chat: Path) -> None:
-        self.path = chat / LOCK_NAME
-        self.held = False
-        self._fd: int | None = None
-
-    def __repr__(self) -> str:
-        return f"<ChatLock {self.path} {'held' if self.held else 'free'} pid={os.getpid()}>"
-
-    def acquire(self) -> None:
-        """Take the lock at once, or raise ChatLocked naming its owner."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid, host = _lock_owner(fd)
-            os.close(fd)
-            raise ChatLocked(str(self.path.parent), pid, host) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd, self.held = fd, True
-        os.fchmod(fd, 0o600)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"v": 1, "pid": os.getpid(), "host": socket.gethostname()}).encode() + b"\n", 0)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd, self.held = self._fd, None, False
-            try:
-                os.ftruncate(fd, 0)
-            finally:
-                os.close(fd)
-
-
-def _lock_owner(fd: int) -> tuple[int | None, str | None]:
-    try:
-        owner = json.loads(os.pread(fd, 4096, 0))
-        pid, host = owner.get("pid"), owner.get("host")
-    except (ValueError, AttributeError):
-        return None, None
-    return (pid if type(pid) is int else None), (host if type(host) is str else None)
+        super().__init__(chat / LOCK_NAME)
 
 
 class ForkServerLost(OSError):
@@ -123,6 +85,56 @@ class Forked:
         self._ended.set()
 
 
+class _SelfFork:
+    """The fork server when it is a fork of this very process (`Launcher`, issue 9), read
+    as a `subprocess.Popen` with pipes: `pid`, `stdin`, `stdout`, `returncode`, `poll()`,
+    `wait()`, `terminate()`, `kill()`."""
+
+    def __init__(self, pid: int, requests: int, answers: int) -> None:
+        self.pid = pid
+        self.stdin = os.fdopen(requests, "wb")
+        self.stdout = os.fdopen(answers, "rb")
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<SelfFork pid={self.pid} returncode={self.returncode}>"
+
+    def poll(self) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:  # reaped by someone else: its code is lost
+                    pid, status = self.pid, 0
+                if pid == self.pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.001
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"fork server {self.pid}", timeout)
+            time.sleep(pause)
+            pause = min(0.05, pause * 2)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 class _ForkServer:
     """Our side of one fork server: requests written one at a time, its answers and its
     children's exits read by a thread of their own."""
@@ -136,21 +148,32 @@ class _ForkServer:
         self._reader = threading.Thread(target=self._read, name=f"fork-server-{process.pid}", daemon=True)
         self._reader.start()
 
-    def fork(self, argv: list[str], env: dict, timeout: float) -> Forked:
+    def fork_all(self, argvs: list[list[str]], env: dict, timeout: float,
+                 each: Callable[[int, Forked | BaseException], None] | None = None) -> list[Forked | BaseException]:
+        """One process per `argvs` entry, all asked for in one write (issue 9: no round
+        trip per actor); each answer a Forked, or the error that one met, also handed to
+        `each(index, answer)` as soon as it comes."""
+        requests = b"".join((json.dumps({"argv": argv, "env": env}) + "\n").encode() for argv in argvs)
         with self._lock:
             try:
-                self.process.stdin.write((json.dumps({"argv": argv, "env": env}) + "\n").encode())
+                self.process.stdin.write(requests)
                 self.process.stdin.flush()
             except (BrokenPipeError, ValueError) as error:
                 raise ForkServerLost(f"the fork server (pid {self.process.pid}) is gone: {error}") from None
-            try:
-                answer = self._answers.get(timeout=timeout)
-            except queue.Empty:
-                raise TimeoutError(f"the fork server (pid {self.process.pid}) forked nothing within {timeout} s") \
-                    from None
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+            deadline = time.monotonic() + timeout
+            answers: list[Forked | BaseException] = []
+            while len(answers) < len(argvs):
+                try:
+                    answer = self._answers.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise TimeoutError(f"the fork server (pid {self.process.pid}) forked {len(answers)} of "
+                                       f"{len(argvs)} within {timeout} s") from None
+                more = len(argvs) - len(answers) if isinstance(answer, ForkServerLost) else 1  # nothing more comes
+                for _ in range(more):
+                    answers.append(answer)
+                    if each is not None:
+                        each(len(answers) - 1, answer)
+        return answers
 
     def close(self) -> None:
         """No more requests: the server stops what still runs and exits. One that has
@@ -189,6 +212,10 @@ class _ForkServer:
             forked.ended(-signal.SIGKILL)
         self._children.clear()
         self._answers.put(ForkServerLost(f"the fork server (pid {self.process.pid}) ended"))
+        try:  # reaped here: a server lost and replaced is waited for by no one else
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # its pipe closed but it lives on: close() waits again
+            pass
 
 
 class Launcher:
@@ -202,6 +229,10 @@ class Launcher:
 
     `fork()` starts an actor process through the fork server (issue 9), which this thread
     starts once: the server dies with this thread and its children with it."""
+
+    fork_self = True
+    """The fork server may be a fork of this process (see `_may_fork_self`); False: always
+    a new interpreter (tests set it to try both)."""
 
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -219,25 +250,45 @@ class Launcher:
         """An actor process running `everchat.actors.process.main(argv)` (its `--parent`
         added by the server) with the environment `env` (None: ours), forked by the fork
         server; raises ForkServerLost when the server is gone (the next call starts another)."""
-        return self._fork_server(env).fork(argv, dict(os.environ) if env is None else env, timeout)
+        [answer] = self.fork_all([argv], env, timeout)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def fork_all(self, argvs: list[list[str]], env: dict | None, timeout: float = 60.0,
+                 each: Callable[[int, Forked | BaseException], None] | None = None) -> list[Forked | BaseException]:
+        """`fork` for each of `argvs` at once (one request, the server forks them one after
+        another without waiting for us): each a Forked, or the error that one met, also
+        handed to `each(index, answer)` as it comes. Raises ForkServerLost when the server
+        is gone before it was asked."""
+        return self._fork_server(env).fork_all(argvs, dict(os.environ) if env is None else env, timeout, each)
 
     def _fork_server(self, env: dict | None = None) -> _ForkServer:
         with self._server_lock:
             if self._server is None or self._server.lost:
-                command = [sys.executable, "-m", "everchat.actors.forkserver", "--parent", str(os.getpid())]
-                started: Future = Future()
-                self._jobs.put((command, env, started, {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}))
-                self._server = _ForkServer(started.result())
+                self._server = _ForkServer(self._call(lambda: self._start_server(env)))
             return self._server
+
+    def _start_server(self, env: dict | None) -> subprocess.Popen | _SelfFork:
+        """In this thread: the fork server, a fork of this process when that is safe
+        (`_may_fork_self`), else a new interpreter that imports the actors' code itself."""
+        if self.fork_self and _may_fork_self():
+            return _fork_self(dict(os.environ) if env is None else env)
+        command = [sys.executable, "-m", "everchat.actors.forkserver", "--parent", str(os.getpid())]
+        return subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def __repr__(self) -> str:
         return f"<Launcher {self.thread.name} pid={os.getpid()}>"
 
     def popen(self, command: list[str], env: dict | None) -> subprocess.Popen:
         """subprocess.Popen(command) run in the launcher's thread; its errors are raised here."""
-        started: Future = Future()
-        self._jobs.put((command, env, started, {"stdin": subprocess.DEVNULL}))
-        return started.result()
+        return self._call(lambda: subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL))
+
+    def _call(self, job):
+        """`job()` run in the launcher's thread, its result or error returned here."""
+        done: Future = Future()
+        self._jobs.put((job, done))
+        return done.result()
 
     def close(self) -> None:
         """The fork server first (it stops what still runs, then exits), then this thread:
@@ -250,9 +301,45 @@ class Launcher:
         self.thread.join(timeout=5)
 
     def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            command, env, started, pipes = job
+        while (item := self._jobs.get()) is not None:
+            job, done = item
             try:
-                started.set_result(subprocess.Popen(command, env=env, **pipes))
+                done.set_result(job())
             except BaseException as error:  # handed to the caller
-                started.set_exception(error)
+                done.set_exception(error)
+
+
+def _may_fork_self() -> bool:
+    """Whether this process may fork itself as the fork server: on Linux (elsewhere a fork
+    without exec of a process that may have used the system's frameworks is not safe), and
+    only while it runs two threads, the launcher and the caller that waits for it. Then no
+    other thread can hold a lock the fork would copy held, and no zmq context runs (its
+    own threads would count). /proc tells the threads of every kind, Python's or not."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) <= 2
+    except OSError:
+        return False
+
+
+def _fork_self(env: dict) -> _SelfFork:
+    """Fork this process as the fork server (forkserver.run_forked runs in the child)."""
+    from everchat.actors import forkserver
+
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    parent = os.getpid()
+    try:
+        with warnings.catch_warnings():  # 3.12 warns of any fork with threads; see _may_fork_self
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except BaseException:
+        for fd in (requests_r, requests_w, answers_r, answers_w):
+            os.close(fd)
+        raise
+    if pid == 0:
+        forkserver.run_forked(requests_r, answers_w, env, parent)  # never returns
+    os.close(requests_r)
+    os.close(answers_w)
+    return _SelfFork(pid, requests_w, answers_r)

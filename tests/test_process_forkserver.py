@@ -4,7 +4,11 @@ once; the guarantees of the one-process-at-a-time start stay (P16: they die with
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -89,3 +93,50 @@ def test_p6_a_refused_start_leaves_no_fork_server_running(tmp_path, monkeypatch)
     assert started == [] and refused._launcher is None
     assert len(servers) == 1 and servers[0].poll() is not None   # started early, ended with the start
     assert not (chat / "run").exists()
+
+
+_SELF_FORK = textwrap.dedent("""
+    import json, os, sys
+    from everchat.actors import supervisor_parts
+    from everchat.actors.memory import Budget
+    from everchat.actors.supervisor import Placement, Supervisor
+    from everchat.transport import schema
+
+    supervisor_parts.Launcher.fork_self = sys.argv[2] == "fork"
+    kept = os.open(sys.argv[1] + ".marker", os.O_RDWR | os.O_CREAT, 0o600)   # ours alone
+    supervisor = Supervisor(sys.argv[1], Placement("processes", workers=1, summarizer="scripted"), Budget()).start()
+    try:
+        def files(pid):
+            return sorted(os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+        server = supervisor._launcher._server.process
+        pongs = [supervisor.node.ask(f"node.{name}", schema.Ping(b"up"), timeout=30.0).payload.decode()
+                 for name in supervisor.children]
+        print(json.dumps({"kind": type(server).__name__, "server": files(server.pid), "pongs": pongs,
+                          "children": {name: files(child.pid) for name, child in supervisor.children.items()},
+                          "count": supervisor.node.ask("log_writer", schema.CountMessages(), timeout=30.0).messages}))
+    finally:
+        supervisor.stop()
+    print(json.dumps({"server_exit": server.poll()}))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks itself on Linux only")
+@pytest.mark.parametrize("how", ["fork", "spawn"])
+def test_issue9_a_supervisor_running_no_other_thread_forks_itself_as_the_fork_server_keeping_none_of_its_files(
+        tmp_path, how):
+    """Issue 9: a supervisor that runs no other thread (a command's, as `ask --processes`)
+    is itself preloaded with the actors' code: its fork server is a fork of it, at once,
+    instead of a new interpreter. That fork keeps none of the supervisor's files (its lock
+    on the chat, the person's terminal) but stderr; its actors neither. `spawn`: the
+    fork server of a supervisor that may not fork itself, the same but for the kind."""
+    chat = tmp_path / "chat"
+    done = subprocess.run([sys.executable, "-c", _SELF_FORK, str(chat), how], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    report, end = map(json.loads, done.stdout.splitlines())
+    assert report["kind"] == {"fork": "_SelfFork", "spawn": "Popen"}[how]
+    assert report["pongs"] == ["up"] * 4 and report["count"] == 0
+    ours = {str(chat) + ".marker", str(chat / "supervisor.lock")}
+    for name, files in [("fork server", report["server"]), *report["children"].items()]:
+        assert not ours & set(files), f"{name} holds {ours & set(files)}"
+    assert end["server_exit"] is not None     # ended with the supervisor's stop

@@ -118,8 +118,9 @@ class Gateway:
         router_fd = self.router.getsockopt(zmq.FD) if self.router is not None else None
         full = self.full = calm + ([(router_fd, POLLIN)] if router_fd is not None else [])
         handlers = self.handlers = {self.pull: self._on_pull, self.xpub: self._on_xpub, self.zap: self._on_zap}
-        for events in list(self.node._event_sources.items()):
-            self._connect(*events)
+        if self.node._subscribers:  # else the first subscription connects them (Node.route)
+            for events in list(self.node._event_sources.items()):
+                self._connect(*events)
         while not self.quit:
             try:
                 if self.parked:

@@ -250,7 +250,9 @@ class Node:
 
     def route(self, name: str, endpoint: str) -> None:
         """Send messages for `name` (when it is not hosted here) to the node at `endpoint`,
-        and take that node's events for this node's subscriptions."""
+        and take that node's events for this node's subscriptions. A node that subscribes
+        to nothing (yet) connects to no event socket: each connection costs both sides a
+        handshake, and a chat of a dozen processes would make them all with all."""
         address = parse_address(endpoint)
         if address.server_key is not None and self._pair is None:
             raise TransportError(f"{self.ident}: {name!r} is at a tcp endpoint; tcp needs keys")
@@ -260,7 +262,8 @@ class Node:
         with self._lock:
             new = address.events not in self._event_sources
             self._event_sources[address.events] = address.server_key
-        if new and self._started and not self._stopping:
+            listening = bool(self._subscribers)
+        if new and listening and self._started and not self._stopping:
             self._push([OP_CONNECT, address.events.encode(), address.server_key or b""])
 
     def _address(self, target: str, mailbox: Mailbox | None) -> Address:
@@ -387,9 +390,12 @@ class Node:
             subscribers = self._subscribers.get(topic, ())
             if mailbox in subscribers:
                 return
+            sources = [] if self._subscribers else list(self._event_sources.items())  # the first: connect (route)
             self._subscribers[topic] = subscribers + (mailbox,)
-        if not subscribers and not self._stopping:
+        if not subscribers and self._started and not self._stopping:
             self._push([OP_SUBSCRIBE, topic_frame(topic)])
+            for events, server_key in sources:
+                self._push([OP_CONNECT, events.encode(), server_key or b""])
 
     def wait_subscribed(self, topic: str, count: int = 1, timeout: float = 5.0) -> bool:
         """Wait until `count` subscriptions to `topic` from other processes reached this

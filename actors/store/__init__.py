@@ -18,6 +18,7 @@ merge records), `view.json`, `compaction-view.json`, `assets/<sha256>`, plus the
 
 from ._errors import (BadInput, ChatDamaged, ChatLocked, CorruptRecord, NotAChat, ReadOnlyStore,
                       StoreBroken, StoreClosed, StoreError)
+from ._lock import OwnerLock
 from ._records import (ECHO_KEEP_CHARS, KINDS, MAX_TEXT_BYTES, NODE_BYTES, PART_BYTES,
                        MessageRecord, clip_echo, split_text)
 from ._scan import Repair
@@ -26,6 +27,7 @@ from ._store import ChatStore
 __all__ = [
     "ChatStore",
     "MessageRecord",
+    "OwnerLock",
     "Repair",
     "StoreError",
     "BadInput",

@@ -18,23 +18,28 @@ from pathlib import Path
 from ._errors import ChatLocked
 from ._files import write_all
 
-__all__ = ["WriterLock", "LOCK_NAME"]
+__all__ = ["OwnerLock", "WriterLock", "LOCK_NAME"]
 
 LOCK_NAME = "writer.lock"
 
 
-class WriterLock:
-    """Held by the one writer of a chat from `acquire` until `release`."""
+class OwnerLock:
+    """An OS lock on one file of a chat folder (`fcntl.flock`, taken without waiting), its
+    owner written in it as `{"v": 1, "pid": ..., "host": ...}` so that a second comer can
+    say who holds it; 0600 whatever the umask (P5). Held from `acquire` until `release`.
+    The writer's (`WriterLock`) and the supervisor's (`supervisor_parts.ChatLock`)."""
 
-    def __init__(self, chat: Path) -> None:
-        self.path = chat / LOCK_NAME
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self._fd: int | None = None
-        self.pid = os.getpid()
-        self.host = socket.gethostname()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
 
     def __repr__(self) -> str:
-        state = "held" if self._fd is not None else "free"
-        return f"<WriterLock {self.path} {state} pid={self.pid} host={self.host}>"
+        return (f"<{type(self).__name__} {self.path} {'held' if self.held else 'free'} pid={os.getpid()} "
+                f"host={socket.gethostname()}>")
 
     def acquire(self) -> None:
         """Take the lock at once or raise ChatLocked naming the owner (R5)."""
@@ -49,8 +54,9 @@ class WriterLock:
             os.close(fd)
             raise
         self._fd = fd
+        os.fchmod(fd, 0o600)  # a file made before, or under another umask
         os.ftruncate(fd, 0)
-        owner = {"v": 1, "pid": self.pid, "host": self.host}
+        owner = {"v": 1, "pid": os.getpid(), "host": socket.gethostname()}
         write_all(fd, json.dumps(owner).encode() + b"\n")
 
     def release(self) -> None:
@@ -61,6 +67,13 @@ class WriterLock:
                 os.ftruncate(fd, 0)
             finally:
                 os.close(fd)
+
+
+class WriterLock(OwnerLock):
+    """Held by the one writer of a chat (`writer.lock`)."""
+
+    def __init__(self, chat: Path) -> None:
+        super().__init__(chat / LOCK_NAME)
 
 
 def _owner(fd: int) -> tuple[int | None, str | None]:

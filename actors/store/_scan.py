@@ -106,6 +106,27 @@ def index_agrees(main: DayLog, tree: DayLog, index: LogIndex) -> bool:
     return True
 
 
+class _Records:
+    """The lines of a tail scan that hold records, as `(ordinal, offset, line, rel)` from
+    `start` on: a last line with no newline is torn (R2), kept in `torn` and passed over,
+    as is one that `repairs` lists; `end` is just after the last line read, whichever."""
+
+    def __init__(self, log: DayLog, start: tuple[int, int], repairs: set[Repair]) -> None:
+        self.log, self.start, self.repairs = log, start, repairs
+        self.torn: list[Repair] = []
+        self.end = start
+
+    def __iter__(self):
+        log, repairs = self.log, self.repairs
+        for ordinal, offset, line, terminated in log.lines_from(self.start):
+            rel = log.rel(ordinal)
+            self.end = (ordinal, offset + len(line) + terminated)
+            if not terminated:
+                self.torn.append(Repair(rel, offset, len(line)))
+            elif not (repairs and Repair(rel, offset, len(line)) in repairs):
+                yield ordinal, offset, line, rel
+
+
 class MainTail(NamedTuple):
     entries: bytes
     keys: bytes
@@ -124,17 +145,11 @@ def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
     write short, so it was never acknowledged) ends with a torn write, as R2's torn last
     line: its whole lines are reported as `orphans`, skipped, and their ids are the next
     append's, so a retry logs the text once. Only the log's very end is read this way."""
-    entries, keys, torn = bytearray(), bytearray(), []
-    next_id, groups, end = first_id, KeyGroups(), start
+    entries, keys = bytearray(), bytearray()
+    next_id, groups = first_id, KeyGroups()
     split: list | None = None  # the split append being read: [entries at its start, its lines]
-    for ordinal, offset, line, terminated in log.lines_from(start):
-        rel = log.rel(ordinal)
-        end = (ordinal, offset + len(line) + terminated)
-        if not terminated:
-            torn.append(Repair(rel, offset, len(line)))
-            continue
-        if repairs and Repair(rel, offset, len(line)) in repairs:
-            continue
+    records = _Records(log, start, repairs)
+    for ordinal, offset, line, rel in records:
         try:
             rec = parse_message(line, log.sealed(ordinal, offset))
         except Malformed as exc:
@@ -158,7 +173,7 @@ def scan_main(chat: Path, log: DayLog, start: tuple[int, int], first_id: int,
         at, orphans = split
         del entries[at:]
         next_id -= len(orphans)
-    return MainTail(bytes(entries), bytes(keys), torn, next_id, end, orphans)
+    return MainTail(bytes(entries), bytes(keys), records.torn, next_id, records.end, orphans)
 
 
 def _node_record_at(log: DayLog, loc: tuple[int, int, int]) -> tuple | None:
@@ -227,20 +242,14 @@ def scan_tree(chat: Path, log: DayLog, index: LogIndex, start: tuple[int, int], 
     """Validate the tree records from `start` on and index them. Returns the torn lines,
     the number of records indexed, the last merge t and the position after the last
     line."""
-    torn, seen, end = [], 0, start
-    for ordinal, offset, line, terminated in log.lines_from(start):
-        rel = log.rel(ordinal)
-        end = (ordinal, offset + len(line) + terminated)
-        if not terminated:
-            torn.append(Repair(rel, offset, len(line)))
-            continue
-        if repairs and Repair(rel, offset, len(line)) in repairs:
-            continue
+    seen = 0
+    records = _Records(log, start, repairs)
+    for ordinal, offset, line, _ in records:
         rec = _tree_record(chat, log, index, ordinal, offset, line, count, last_t, fill=True)
         if rec[0] == "merge":
             last_t = rec[2]
         seen += 1
-    return torn, seen, last_t, end
+    return records.torn, seen, last_t, records.end
 
 
 def check_chat(chat: Path, main: DayLog, tree: DayLog, index: LogIndex,

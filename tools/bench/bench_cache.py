@@ -37,7 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
@@ -114,20 +114,31 @@ def bench_env(home: Path, base_url: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def play_turn(session, text: str, what: str, seconds: float = _TURN_SECONDS,
+              seen: Callable[[schema.Message], None] | None = None) -> schema.TurnEnded:
+    """Send `text` through `session` and follow its events until that turn ends, within
+    `seconds` (else TimeoutError naming `what`); `seen(event)` sees every event on the way."""
+    opened = session.send(text)
+    deadline = time.monotonic() + seconds
+    while True:
+        event = session.next_event(timeout=max(0.0, deadline - time.monotonic()))
+        if event is None:
+            raise TimeoutError(f"{what} (message {opened}) did not end within {seconds:g} s")
+        if seen is not None:
+            seen(event)
+        if isinstance(event, schema.TurnEnded) and event.turn == opened:
+            return event
+
+
 def _play(session, workload: Workload, failed: list[tuple[int, str, str]]) -> None:
     for turn in workload.turns:
-        opened = session.send(turn.user)
-        deadline = time.monotonic() + _TURN_SECONDS
-        while True:
-            event = session.next_event(timeout=max(0.0, deadline - time.monotonic()))
-            if event is None:
-                raise TimeoutError(f"turn {turn.index} (message {opened}) did not end within {_TURN_SECONDS:g} s")
+        def notice(event, index=turn.index) -> None:
             if isinstance(event, schema.Notice) and event.level not in ("info",):
-                failed.append((turn.index, "notice", event.text))
-            if isinstance(event, schema.TurnEnded) and event.turn == opened:
-                if event.reason != "done" or event.incomplete:
-                    failed.append((turn.index, event.reason, event.detail))
-                break
+                failed.append((index, "notice", event.text))
+
+        ended = play_turn(session, turn.user, f"turn {turn.index}", seen=notice)
+        if ended.reason != "done" or ended.incomplete:
+            failed.append((turn.index, ended.reason, ended.detail))
 
 
 def run(workload: str | Workload = "pastes", messages: int = 3000, *, seed: int = 4, latency: float = 0.0,

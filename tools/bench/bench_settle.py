@@ -41,10 +41,9 @@ from everchat.actors import planner as planner_module
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
 from everchat.actors.supervisor import Placement
-from everchat.tools.bench.bench_cache import bench_env
+from everchat.tools.bench.bench_cache import bench_env, play_turn
 from everchat.tools.bench.workload import FETCH_TOOL, WorkloadRule, fetch, make_workload
 from everchat.tools.fakemodel import FakeModelServer, Latency, ModelRequest, Reply
-from everchat.transport import schema
 
 __all__ = ["SettleRule", "SettleWatch", "percentile", "run", "main"]
 
@@ -119,16 +118,9 @@ def percentile(values: list[float], share: float) -> float:
 
 def _play_turn(session, turn, opened_at: dict[int, float]) -> None:
     opened_at[turn.index] = time.monotonic()
-    opened = session.send(turn.user)
-    deadline = time.monotonic() + _TURN_SECONDS
-    while True:
-        event = session.next_event(timeout=max(0.0, deadline - time.monotonic()))
-        if event is None:
-            raise TimeoutError(f"turn {turn.index} did not end within {_TURN_SECONDS:g} s")
-        if isinstance(event, schema.TurnEnded) and event.turn == opened:
-            if event.reason != "done":
-                raise RuntimeError(f"turn {turn.index} ended {event.reason}: {event.detail}")
-            return
+    ended = play_turn(session, turn.user, f"turn {turn.index}", _TURN_SECONDS)
+    if ended.reason != "done":
+        raise RuntimeError(f"turn {turn.index} ended {ended.reason}: {ended.detail}")
 
 
 def run(turns: int = 36, *, think: float = 5.0, compaction: float = 1.5, spread: float = 1.0,
