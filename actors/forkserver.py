@@ -42,8 +42,8 @@ import time
 
 __all__ = ["main", "serve", "PRELOAD"]
 
-PRELOAD = ("everchat.actors.process", "everchat.actors.supervisor")
-"""What every child would import itself: `process` and `supervisor.build_actor`, which
+PRELOAD = ("everchat.actors.process", "everchat.actors.catalog")
+"""What every child would import itself: `process` and `catalog.build_actor`, which
 imports every actor class (and through them the store, the transport and the models);
 then the model SDKs the chat's settings name (`_preload_sdks`)."""
 

@@ -80,7 +80,7 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
 
     A joiner whose key the chat refuses fails at once with KeyRefused."""
     from everchat.actors.memory import Budget
-    from everchat.actors.supervisor import NodeAgent, budget_from_json, build_actor
+    from everchat.actors.catalog import NodeAgent, budget_from_json, build_actor
 
     stop = stop or threading.Event()
     keystore = KeyStore(keys) if keys else None

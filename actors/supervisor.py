@@ -56,14 +56,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from everchat.actors.compactor import CompactorWorker
-from everchat.actors.log_writer import LogWriter
+from everchat.actors.catalog import NodeAgent, budget_to_json, build_actor, node_rows
 from everchat.actors.memory import Budget
-from everchat.actors.planner import PlannerActor
 from everchat.actors.store import ChatStore
 from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher
-from everchat.actors.turn_runner import SETTINGS_ENV, TurnRunnerActor, settings_flags
-from everchat.transport import Actor, KeyStore, Node, parse_address, schema
+from everchat.actors.turn_runner import SETTINGS_ENV, settings_flags
+from everchat.transport import KeyStore, Node, parse_address, schema
 
 __all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor",
            "node_rows", "LOCK_NAME"]
@@ -108,55 +106,6 @@ def actor_names(placement: Placement) -> list[str]:
     """Start order: the log writer first (everyone asks it), then the planner, the turn
     runner (R36: it asks both), then workers."""
     return ["log_writer", "planner", "turn_runner"] + [f"compactor.{n}" for n in range(placement.workers)]
-
-
-def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "configured", settings=None,
-                extra_tools: tuple = ()):
-    """The class and arguments of the actor called `name`. The turn runner takes the
-    session's `settings` (None: it reads them itself) and its extra tools, `(ToolSpec,
-    handler)` pairs; the compactors take their specs."""
-    if name == "log_writer":
-        return LogWriter, (chat,)
-    if name == "planner":
-        return PlannerActor, (budget,)
-    if name.startswith("compactor."):  # the turn's extra tools too: compactions send its very tools (R26)
-        return CompactorWorker, ("planner", summarizer, "log_writer", settings,
-                                 tuple(spec for spec, _ in extra_tools))
-    if name == "turn_runner":
-        return TurnRunnerActor, (settings if settings is not None else "configured", tuple(extra_tools))
-    raise ValueError(f"no actor is called {name!r}")
-
-
-def budget_to_json(budget: Budget) -> str:
-    return json.dumps(budget.__dict__)
-
-
-def budget_from_json(text: str) -> Budget:
-    return Budget(**json.loads(text))
-
-
-def node_rows(node: Node) -> list[dict]:
-    """One statistics row per actor of `node`, then one named "gateway" for what belongs
-    to no actor there (frames without a readable header, tells to names not hosted): a
-    bad frame is counted somewhere the ops console shows."""
-    return [stats.to_dict() for stats in node.statistics()] + [node.gateway_statistics().to_dict()]
-
-
-class NodeAgent(Actor):
-    """One per process: applies directory updates and reports this node's mailboxes."""
-
-    def on_directory(self, msg: schema.Directory, delivery) -> None:
-        """Every endpoint is checked before any is applied: a bad entry changes no route."""
-        for endpoint in msg.routes.values():
-            parse_address(endpoint)
-        for target, endpoint in msg.routes.items():
-            self.node.route(target, endpoint)
-
-    def on_stats_request(self, msg: schema.StatsRequest, delivery) -> schema.StatsReply:
-        return schema.StatsReply(actors=node_rows(self.node))
-
-    def on_ping(self, msg: schema.Ping, delivery) -> schema.Pong:
-        return schema.Pong(payload=msg.payload)
 
 
 class SupervisorActor(NodeAgent):
