@@ -240,7 +240,9 @@ def test_processes_runs_every_actor_in_its_own_process_with_the_sessions_models(
     assert {path.name for path in (chat / "run").glob("*.log")} >= {"log_writer.log", "planner.log",
                                                                      "turn_runner.log", "compactor.0.log"}
     status = json.loads(everchat(env, "status", "--data-dir", str(chat)).stdout)
-    assert (status["pending"], status["failures"]) == (0, 0)
+    # P18: ask waits for its own lines, not for the merge they make ready (that one may be
+    # cut by the exit and built by the next run); what matters here is that none failed.
+    assert (status["pending_lines"], status["failures"]) == (0, 0)
     assert status["usage"]["compactions"]["calls"] >= 1
 
 
