@@ -222,9 +222,14 @@ def test_r5_serve_tcp_is_attached_with_the_supervisors_key_and_status_reads_it_l
     done = everchat(env, "--demo", "--data-dir", str(server.chat), "ask", "Remember amber-42.")
     assert done.returncode == 0, done.stderr
     assert done.stderr == server.attached_line and "Noted as message 0." in done.stdout
-    status = everchat(env, "--data-dir", str(server.chat), "status")
-    assert (status.returncode, status.stderr) == (0, "")
-    live = json.loads(status.stdout)["live"]
+
+    def settled() -> dict:  # the ask waited for its own lines; the merge they make ready may still run
+        status = everchat(env, "--data-dir", str(server.chat), "status")
+        assert (status.returncode, status.stderr) == (0, "")
+        live = json.loads(status.stdout)["live"]
+        return live if live["pending"] == 0 else {}
+
+    live = poll(settled, "the served chat's summaries built")
     assert (live["running"], live["pid"], live["messages"], live["pending"]) == (True, server.pid, 2, 0)
     assert {path.name: path.read_bytes() for path in keys.iterdir()} == before  # no key made or authorized
     assert server.stop() == (0, "")
