@@ -189,6 +189,9 @@ def test_the_settings_panel_saves_the_reply_model_and_shows_the_pending_change(t
             assert not (home / "config.toml").exists()
 
             reply.fill("claude-opus-9")
+            page.get_by_role("tab", name="Chat").click()  # an unsaved edit survives a tab switch
+            page.get_by_role("tab", name="Settings").click()
+            expect(reply).to_have_value("claude-opus-9")
             reply.focus()
             page.keyboard.press("Tab")  # focus order: the model, then its effort
             expect(page.get_by_label("Reply reasoning effort")).to_be_focused()

@@ -13,7 +13,7 @@ function when(iso) {
   return Number.isNaN(date.getTime()) ? "" : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 }
 
-export function showMe(me) {
+export function showMe(me, force = false) {
   $("demo-note").hidden = !me.demo;
   const facts = $("models");
   clear(facts);
@@ -28,7 +28,7 @@ export function showMe(me) {
     ["Everchat", me.version || ""],
   ];
   for (const [term, value] of rows) facts.append(h("dt", { text: term }), h("dd", { text: String(value) }));
-  fillModels(me);
+  fillModels(me, force);
 }
 
 // ---- models (saved to config.toml; they apply when `everchat web` starts again) ---------
@@ -58,7 +58,13 @@ function pendingText(me) {
   return text;
 }
 
-function fillModels(me) {
+function edited() {
+  return Object.entries(MODEL_FIELDS).some(([field, id]) => $(id).value !== (shown[field] ?? $(id).value));
+}
+
+// Fills the form from /api/me, unless the person is editing it (a tab switch keeps the edit).
+function fillModels(me, force = false) {
+  if (!force && edited()) return;
   const models = { ...(me.models || {}), ...(me.saved_models || {}) };
   const allowed = me.efforts || [];
   shown = {
@@ -92,7 +98,7 @@ async function saveModels(event) {
     await api("/api/settings", { method: "POST", json: changes });
     showError(error, "");
     store.me = await api("/api/me");
-    showMe(store.me);
+    showMe(store.me, true);
   } catch (failure) {
     if (failure.status !== 401) showError(error, `Not saved: ${failure.message}`);
   } finally {
