@@ -67,6 +67,7 @@ def test_a_foreign_or_missing_origin_is_refused_on_every_state_change_and_the_so
                                               ("POST", "/api/send", {"text": "x"}),
                                               ("POST", "/api/stop", {}),
                                               ("POST", "/api/pair", {}),
+                                              ("POST", "/api/settings", {"reply_model": "x"}),
                                               ("POST", "/api/session", {"token": web.token, "name": "x"}),
                                               ("DELETE", f"/api/sessions/{me['id']}", None)):
                     async with client.request(method, web.base + path, json=payload, headers=headers) as response:
@@ -89,7 +90,7 @@ def test_without_a_session_every_api_route_is_refused_with_401(web):
                                  ("GET", "/api/view"), ("GET", "/api/zoom?id=0&n=1"), ("GET", "/api/date?id=0"),
                                  ("POST", "/api/send"), ("POST", "/api/note"), ("POST", "/api/stop"),
                                  ("POST", "/api/asset"), ("GET", "/api/sessions"), ("POST", "/api/pair"),
-                                 ("DELETE", "/api/sessions/abc")):
+                                 ("POST", "/api/settings"), ("DELETE", "/api/sessions/abc")):
                 async with client.request(method, web.base + path, json={"text": "hello"},
                                           headers={"Origin": web.origin}) as response:
                     await refused(response, 401, "no session")

@@ -10,16 +10,18 @@ import mimetypes
 from aiohttp import web
 
 from everchat.actors.memory_tools import media_type
+from everchat.actors.models import EFFORTS
 from everchat.frontends.web._context import (ASSET_LIMIT, CHAT, CONFIG, HUB, PAIRING, SESSION, SETTINGS, SOCKETS,
                                              STORE, Close, Refused, REVOKED, call, digest_of, is_https, loose,
                                              read_body, read_json, session_answer, text_of, whole)
+from everchat.frontends.web import model_settings
 from everchat.frontends.web.auth import iso, token_matches
 from everchat.frontends.web.chat import HISTORY_LIMIT
 from everchat.transport import RemoteError
 
 __all__ = ["post_session", "post_redeem", "get_me", "get_status", "get_history", "get_view", "get_zoom",
            "get_zoom_text", "get_memory", "get_date", "get_asset", "post_asset", "post_send", "post_stop",
-           "post_note", "get_sessions", "delete_session", "post_pair", "static", "no_route"]
+           "post_note", "post_settings", "get_sessions", "delete_session", "post_pair", "static", "no_route"]
 
 async def post_session(request: web.Request) -> web.Response:
     """Trade the token (from the link's fragment) for a session and its cookie."""
@@ -43,14 +45,30 @@ async def get_me(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     chat = request.app[CHAT]
     folder = getattr(getattr(chat.session, "supervisor", None), "chat", None) or settings.chat_dir
-    return web.json_response({
+    answer = {
         "session": request[SESSION].public(),
         "demo": settings.reply.provider == "demo",
-        "models": {"reply": settings.reply.model, "summary": settings.compaction.model,
-                   "effort": settings.reply.effort},
+        "models": dict(model_settings.running_models(settings), effort=settings.reply.effort),
+        "efforts": list(EFFORTS),
         "chat": str(folder),
         "version": _version(),
-    })
+    }
+    saved = await call(request, model_settings.saved_models, settings)
+    if saved is not None:
+        answer["saved_models"] = saved
+    return web.json_response(answer)
+
+
+async def post_settings(request: web.Request) -> web.Response:
+    """Save the reply and summary models and their efforts to config.toml (as `everchat
+    setup` does); the running chat keeps its models until `everchat web` starts again."""
+    body = await read_json(request)
+    try:
+        changes = model_settings.check(body)
+        models = await call(request, model_settings.save, request.app[SETTINGS], changes)
+    except model_settings.SavingError as error:
+        raise Refused(400, str(error)) from None
+    return web.json_response({"saved": True, "restart": True, "models": models})
 
 
 async def get_status(request: web.Request) -> web.Response:

@@ -138,6 +138,7 @@ def make_app(session, settings, config: WebConfig, *, chat: WebChat | None = Non
     app.router.add_post("/api/send", routes.post_send)
     app.router.add_post("/api/stop", routes.post_stop)
     app.router.add_post("/api/note", routes.post_note)
+    app.router.add_post("/api/settings", routes.post_settings)
     app.router.add_get("/api/sessions", routes.get_sessions)
     app.router.add_delete("/api/sessions/{id}", routes.delete_session)
     app.router.add_post("/api/pair", routes.post_pair)

@@ -1,5 +1,7 @@
-// Settings: the connection and models (read only), the theme, the sessions (revoke), and
-// pairing another device (a single-use link and its QR code, drawn by the server).
+// Settings: the connection and models (the reply and summary models and their efforts are
+// saved to config.toml by POST /api/settings and apply at the next start), the theme, the
+// sessions (revoke), and pairing another device (a single-use link and its QR code, drawn by
+// the server).
 
 import { api, store } from "./api.js";
 import { $, clear, copyText, h, showError } from "./dom.js";
@@ -11,7 +13,7 @@ function when(iso) {
   return Number.isNaN(date.getTime()) ? "" : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 }
 
-export function showMe(me) {
+export function showMe(me, force = false) {
   $("demo-note").hidden = !me.demo;
   const facts = $("models");
   clear(facts);
@@ -19,13 +21,92 @@ export function showMe(me) {
   const rows = [
     ["This browser", (me.session && me.session.name) || ""],
     ["Chat folder", me.chat || ""],
-    ["Reply model", models.reply || ""],
-    ["Summary model", models.summary || ""],
-    ["Reasoning effort", models.effort || "default"],
+    ["Reply model in use", models.reply || ""],
+    ["Reply effort", models.reply_effort || models.effort || "default"],
+    ["Summary model in use", models.summary || ""],
+    ["Summary effort", models.summary_effort || "default"],
     ["Everchat", me.version || ""],
   ];
   for (const [term, value] of rows) facts.append(h("dt", { text: term }), h("dd", { text: String(value) }));
+  fillModels(me, force);
 }
+
+// ---- models (saved to config.toml; they apply when `everchat web` starts again) ---------
+
+const MODEL_FIELDS = {
+  reply_model: "set-reply-model", reply_effort: "set-reply-effort",
+  summary_model: "set-summary-model", summary_effort: "set-summary-effort",
+};
+let shown = {}; // the form's values as last filled: only what differs from them is sent
+
+function efforts(select, allowed, value) {
+  clear(select);
+  select.append(h("option", { value: "", text: "the model's own default" }));
+  for (const effort of allowed) select.append(h("option", { value: effort, text: effort }));
+  if (value && !allowed.includes(value)) select.append(h("option", { value, text: value }));
+  select.value = value || "";
+}
+
+function pendingText(me) {
+  const saved = me.saved_models;
+  if (!saved) return "";
+  const effort = (value) => value || "default effort";
+  let text = "Saved. The new models apply when `everchat web` starts again. Next start: " +
+    `replies from ${saved.reply} (${effort(saved.reply_effort)}), ` +
+    `summaries from ${saved.summary} (${effort(saved.summary_effort)}).`;
+  if (me.demo) text += " The demo models stay in use while no API key is set.";
+  return text;
+}
+
+function edited() {
+  return Object.entries(MODEL_FIELDS).some(([field, id]) => $(id).value !== (shown[field] ?? $(id).value));
+}
+
+// Fills the form from /api/me, unless the person is editing it (a tab switch keeps the edit).
+function fillModels(me, force = false) {
+  if (!force && edited()) return;
+  const models = { ...(me.models || {}), ...(me.saved_models || {}) };
+  const allowed = me.efforts || [];
+  shown = {
+    reply_model: models.reply || "", reply_effort: models.reply_effort || "",
+    summary_model: models.summary || "", summary_effort: models.summary_effort || "",
+  };
+  $("set-reply-model").value = shown.reply_model;
+  $("set-summary-model").value = shown.summary_model;
+  efforts($("set-reply-effort"), allowed, shown.reply_effort);
+  efforts($("set-summary-effort"), allowed, shown.summary_effort);
+  const pending = pendingText(me);
+  $("models-saved").textContent = pending;
+  $("models-saved").hidden = !pending;
+}
+
+async function saveModels(event) {
+  event.preventDefault();
+  const error = $("models-error");
+  const button = $("models-save");
+  const changes = {};
+  for (const [field, id] of Object.entries(MODEL_FIELDS)) {
+    const value = $(id).value;
+    if (value !== shown[field]) changes[field] = value;
+  }
+  if (Object.keys(changes).length === 0) {
+    showError(error, "Nothing changed.");
+    return;
+  }
+  button.disabled = true;
+  try {
+    await api("/api/settings", { method: "POST", json: changes });
+    showError(error, "");
+    store.me = await api("/api/me");
+    showMe(store.me, true);
+  } catch (failure) {
+    if (failure.status !== 401) showError(error, `Not saved: ${failure.message}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+$("models-form").addEventListener("submit", saveModels);
 
 // ---- theme -----------------------------------------------------------------------------
 

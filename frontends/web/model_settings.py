@@ -1,0 +1,125 @@
+"""`POST /api/settings` and `/api/me`'s `saved_models` (docs/WEB.md): the page changes the
+reply model, the summary (compaction) model and each one's reasoning effort in the config
+file, the way `everchat setup` saves it (`actors.config.read_file` and `save_file`: the
+rest of the file stays as it is; keys are never written). The running chat keeps its
+models until `everchat web` starts again. Private to `everchat.frontends.web`."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from everchat.actors.config import ConfigError, read_file, save_file
+from everchat.actors.models import EFFORTS
+
+__all__ = ["FIELDS", "MODEL_LIMIT", "SavingError", "check", "config_path", "running_models", "saved_models", "save"]
+
+MODEL_LIMIT = 200
+"""A model name is at most 200 characters."""
+FIELDS = {"reply_model": "reply.model", "summary_model": "compaction.model",
+          "reply_effort": "reply.effort", "summary_effort": "compaction.effort"}
+"""The body's fields and the config file's settings they change."""
+_ANSWER = {"reply.model": "reply", "compaction.model": "summary",
+           "reply.effort": "reply_effort", "compaction.effort": "summary_effort"}
+_LOCK = threading.Lock()  # one read-change-write of the file at a time
+
+
+class SavingError(ValueError):
+    """Why a body is refused (its words go back to the page as the 400's error)."""
+
+
+def _control(text: str) -> bool:
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029" for c in text)
+
+
+def check(body: dict) -> dict[str, Any]:
+    """The body's changes as config settings ("reply.model": …; an effort None: the
+    model's own default). Refused: no field, an unknown field (API keys and base URLs
+    among them), an empty, overlong or control-character model name, an effort outside
+    `EFFORTS`."""
+    unknown = sorted(name for name in body if name not in FIELDS)
+    if any("key" in name.lower() for name in unknown):
+        raise SavingError("API keys stay in the environment, never in the config file")
+    if unknown:
+        raise SavingError(f"no setting {unknown[0][:40]!r} here (known: {', '.join(FIELDS)})")
+    if not body:
+        raise SavingError("nothing to save")
+    out: dict[str, Any] = {}
+    for name, value in body.items():
+        if name.endswith("_model"):
+            if not isinstance(value, str) or not value.strip():
+                raise SavingError(f"{name} is a model's name, not empty")
+            if len(value) > MODEL_LIMIT:
+                raise SavingError(f"{name} is at most {MODEL_LIMIT} characters")
+            if _control(value):
+                raise SavingError(f"{name} has a control character")
+            if value != value.strip():
+                raise SavingError(f"{name} starts or ends with a space")
+            out[FIELDS[name]] = value
+        else:
+            if value in (None, ""):
+                out[FIELDS[name]] = None
+            elif isinstance(value, str) and value in EFFORTS:
+                out[FIELDS[name]] = value
+            else:
+                raise SavingError(f"{name} is one of {', '.join(EFFORTS)} (or empty for the model's own default)")
+    return out
+
+
+def config_path(settings) -> Path:
+    """The file the running settings came from (`--config`, EVERCHAT_CONFIG), else the
+    home's config.toml, where `setup` saves it (a named file must exist to be loaded)."""
+    return settings.config_file or Path(settings.home) / "config.toml"
+
+
+def running_models(settings) -> dict[str, Any]:
+    return {"reply": settings.reply.model, "summary": settings.compaction.model,
+            "reply_effort": settings.reply.effort, "summary_effort": settings.compaction.effort}
+
+
+def _from_file(settings, values: dict[str, Any]) -> dict[str, Any]:
+    """The models as they will be after a restart with the same flags and environment:
+    the file's, except where a flag or a variable sets one (it still wins) or the file
+    names no model (the running one stays)."""
+    out = running_models(settings)
+    sources = getattr(settings, "sources", {}) or {}
+    for key, name in _ANSWER.items():
+        if sources.get(key) in ("flag", "env"):
+            continue
+        if key.endswith(".effort"):
+            out[name] = values.get(key)
+        elif values.get(key):
+            out[name] = values[key]
+    return out
+
+
+def saved_models(settings) -> dict[str, Any] | None:
+    """The config file's models when they differ from the running ones (None otherwise,
+    or when there is no readable file)."""
+    path = config_path(settings)
+    try:
+        if not path.exists():
+            return None
+        values = read_file(path)
+    except (ConfigError, OSError):
+        return None
+    saved = _from_file(settings, values)
+    return saved if saved != running_models(settings) else None
+
+
+def save(settings, changes: dict[str, Any]) -> dict[str, Any]:
+    """Write `changes` into the config file, keeping everything else in it; the models
+    as they will be after a restart. SavingError when the file cannot be read."""
+    path = config_path(settings)
+    with _LOCK:
+        try:
+            values = read_file(path)
+        except ConfigError as error:
+            raise SavingError(f"{error}; fix or remove it (or run everchat setup)") from None
+        values.update(changes)
+        try:
+            save_file(path, values)
+        except (ConfigError, OSError) as error:
+            raise SavingError(f"not saved: {error}") from None
+    return _from_file(settings, {k: v for k, v in values.items() if v is not None})
