@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["wait_until", "folder_bytes", "message_text"]
+__all__ = ["wait_until", "folder_bytes", "message_text", "events_until_end"]
 
 
 def wait_until(condition, timeout: float, what: str):
@@ -34,3 +34,15 @@ def folder_bytes(chat: Path) -> dict[str, bytes]:
 def message_text(n: int) -> str:
     """Message n of a scripted chat: every third a short note, the others ~800 bytes."""
     return f"m{n} " + ("a long message about amber-42 and path/to/file.py " * 16 if n % 3 else "short note")
+
+
+def events_until_end(session, turn: int, timeout: float = 60.0) -> list:
+    """A session's events (`next_event`) up to and with the end of turn `turn`; fails
+    naming what came when an event does not come within `timeout`."""
+    events = []
+    while True:
+        event = session.next_event(timeout=timeout)
+        assert event is not None, f"no end of turn {turn}; got {events}"
+        events.append(event)
+        if type(event).__name__ == "TurnEnded" and event.turn == turn:
+            return events

@@ -26,6 +26,7 @@ from everchat.frontends.web.remote import REVOKED, RemoteSession, SessionRevoked
 from everchat.tools.fakemodel import FakeModelServer, Gate, Latency, Reply, Text
 from everchat.transport import schema
 
+from polling import events_until_end
 from tmux_world import clean_env, tmux_pane
 
 EVERCHAT = Path(sys.executable).with_name("everchat")
@@ -142,16 +143,6 @@ def slow_web(tmp_path, slow_model):
     web = Web(tmp_path, slow_settings(tmp_path, slow_model))
     yield web
     web.close()
-
-
-def events_until_end(session: RemoteSession, turn: int) -> list:
-    events = []
-    while True:
-        event = session.next_event(timeout=60)
-        assert event is not None, f"no end of turn {turn}; got {events}"
-        events.append(event)
-        if isinstance(event, schema.TurnEnded) and event.turn == turn:
-            return events
 
 
 def as_events(frames: list[dict]) -> list:

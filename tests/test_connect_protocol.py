@@ -10,7 +10,6 @@ import secrets
 import io
 import socket
 import threading
-from pathlib import Path
 
 import pytest
 from aiohttp import WSCloseCode, web
@@ -22,6 +21,8 @@ from everchat.frontends.cli import main
 from everchat.frontends.web.remote import (REVOKED, ConnectError, LinkError, RemoteSession, SessionRevoked,
                                            UserMessage, parse_link)
 from everchat.transport import schema
+
+from polling import events_until_end
 
 TOKEN = "t0ken-" + "x" * 37
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
@@ -181,12 +182,7 @@ class FakeWeb:
         ident, self.messages = self.messages, self.messages + 1
         message = {"id": ident, "kind": "user", "text": body["text"], "date": "2026-12-03T17:00:00Z",
                    "images": body["images"], "incomplete": False}
-        if self.running is None:
-            self.running = ident
-            self._emit({"type": "user", "turn": ident, "message": message})
-            self._emit({"type": "started", "turn": ident})
-        else:
-            self._emit({"type": "user", "turn": self.running, "message": message})
+        self._announce(message)
         if answer_gate is not None:  # the `user` event goes out before the answer
             await answer_gate.wait()
         return web.json_response({"id": ident})
@@ -195,15 +191,18 @@ class FakeWeb:
         """A page's message: the `user` event only (the page posts /api/send itself)."""
         async def send() -> None:
             ident, self.messages = self.messages, self.messages + 1
-            message = {"id": ident, "kind": "user", "text": text, "date": "", "images": [], "incomplete": False}
-            if self.running is None:
-                self.running = ident
-                self._emit({"type": "user", "turn": ident, "message": message})
-                self._emit({"type": "started", "turn": ident})
-            else:
-                self._emit({"type": "user", "turn": self.running, "message": message})
+            self._announce({"id": ident, "kind": "user", "text": text, "date": "", "images": [], "incomplete": False})
 
         self.call(send())
+
+    def _announce(self, message: dict) -> None:
+        """A logged user message: it opens a turn (`user`, `started`) or joins the running one (R36)."""
+        if self.running is None:
+            self.running = message["id"]
+            self._emit({"type": "user", "turn": message["id"], "message": message})
+            self._emit({"type": "started", "turn": message["id"]})
+        else:
+            self._emit({"type": "user", "turn": self.running, "message": message})
 
     async def h_stop(self, request):
         if self.running is not None:
@@ -264,16 +263,6 @@ def remote(server):
     session = RemoteSession.connect(server.url + "#" + TOKEN)
     yield session
     session.close()
-
-
-def events_until_end(session: RemoteSession, turn: int) -> list:
-    events = []
-    while True:
-        event = session.next_event(timeout=20)
-        assert event is not None, f"no end of turn {turn}; got {events}"
-        events.append(event)
-        if isinstance(event, schema.TurnEnded) and event.turn == turn:
-            return events
 
 
 # -- the link ------------------------------------------------------------------------------------
