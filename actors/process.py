@@ -323,6 +323,41 @@ def argument_parser() -> argparse.ArgumentParser:
     return _PARSER
 
 
+class SignalStop:
+    """`signums` set `event`, through a pipe and a relay thread. A handler that called
+    `event.set()` itself would take the event's lock inside the signal handler, and deadlock
+    for good when the signal lands while the main thread holds that lock (inside
+    `event.wait()`, where a stop request under load finds it). `os.write` takes no lock.
+
+    The handlers are installed at once; the relay thread starts with `start()`, so a process
+    about to fork its fork server (issue 9: only while no other thread runs) starts it after:
+    a signal before then waits in the pipe."""
+
+    def __init__(self, event: threading.Event, *signums: int) -> None:
+        self.event = event
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)  # a signal storm never blocks the handler
+        self._relay: threading.Thread | None = None
+        for signum in signums:
+            signal.signal(signum, self._handler)
+
+    def _handler(self, *_) -> None:
+        try:
+            os.write(self._write, b"s")
+        except BlockingIOError:  # the pipe holds a wake-up already
+            pass
+
+    def start(self) -> SignalStop:
+        if self._relay is None:
+            self._relay = threading.Thread(target=self._run, name="everchat-signals", daemon=True)
+            self._relay.start()
+        return self
+
+    def _run(self) -> None:
+        os.read(self._read, 1)
+        self.event.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()  # before anything else: the parent may die any moment (checked below)
     args = argument_parser().parse_args(argv)
@@ -335,8 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     log_to_file(args.log or args.chat / "run" / f"{args.name}.log", args.name,
                 getattr(logging, level, logging.WARNING))
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    SignalStop(stop, signal.SIGTERM, signal.SIGINT).start()
     threading.Thread(target=_stop_when_orphaned, args=(parent, stop, args.name), daemon=True).start()
     try:
         return run_actor(args.name, args.chat, args.supervisor, args.bind, args.budget, args.keys, stop,

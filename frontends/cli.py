@@ -343,8 +343,11 @@ def _run_actors(args, data_dir: Path) -> int:
             raise CommandError(str(error)) from None
         except KeyboardInterrupt:
             return 0
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from everchat.actors.process import SignalStop
+
+    on_term = SignalStop(stop, signal.SIGTERM)  # its relay starts once the actors run
     if args.command == "actor":
+        on_term.start()
         from everchat.actors.process import run_actor
 
         keys = args.keys or data_dir / "config"
@@ -384,6 +387,7 @@ def _run_actors(args, data_dir: Path) -> int:
                            "and `status` work meanwhile)") from None
     except StoreError as error:
         raise CommandError(str(error)) from None
+    on_term.start()  # after the start: the fork server forks a process that runs no other thread
     try:  # from here on a Ctrl-C, however early, stops the actors
         print(f"everchat: serving {data_dir} ({placement.mode}, {placement.workers} workers) at "
               f"{supervisor.node.endpoint}", flush=True)

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 
+from everchat.actors.process import SignalStop
 from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, load_settings
 
 __all__ = ["add_web_arguments", "run", "open_web_session", "check_web_flags", "every_interface"]
@@ -106,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         raise CommandError(f"cannot set up the web sessions in {settings.home}: {error}") from None
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    on_term = SignalStop(stop, signal.SIGTERM)  # never stop.set() inside the handler itself
     session = open_web_session(args, settings)
+    on_term.start()  # after the actors started (a fork server forks only a one-thread process)
     try:
         allow = tuple(args.allow_host)
         if not every_interface(args.host) and args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -1,0 +1,42 @@
+"""A stop signal sets the stop event without taking its lock inside the handler: `serve`
+(and `web`, and every actor process) once hung for good when SIGTERM landed while the main
+thread was inside `stop.wait()` holding the event's lock (seen in CI under load)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from everchat.actors.process import SignalStop
+
+
+@pytest.fixture
+def usr2():
+    previous = signal.getsignal(signal.SIGUSR2)
+    yield signal.SIGUSR2
+    signal.signal(signal.SIGUSR2, previous)
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_while_the_main_thread_holds_the_events_lock_still_sets_it(usr2):
+    stop = threading.Event()
+    SignalStop(stop, usr2).start()
+    with stop._cond:  # where stop.wait() is between taking the lock and waiting on it
+        os.kill(os.getpid(), usr2)
+        for _ in range(1000):  # the handler runs at the next bytecodes, here, lock held
+            pass
+        assert not stop.is_set()
+    assert stop.wait(30)
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_before_the_relay_starts_waits_in_the_pipe(usr2):
+    stop = threading.Event()
+    on_signal = SignalStop(stop, usr2)
+    os.kill(os.getpid(), usr2)
+    assert not stop.wait(0.05)  # no relay yet: nothing set, nothing lost
+    on_signal.start()
+    assert stop.wait(30)
