@@ -316,7 +316,7 @@ class _ShellIO:
         except TransportError as error:  # figures only: the turn goes on
             log.warning("%s: usage not recorded: %s", self.actor, error)
 
-    def tool(self, name: str, arguments: dict) -> ToolOutcome:
+    def tool(self, name: str, arguments: dict, key: str = "") -> ToolOutcome:
         handler = self.actor._handlers.get(name)
         if handler is None:
             return self.actor.memory.call(name, arguments)

@@ -127,7 +127,8 @@ class TurnIO(Protocol):
     - `log(kind, text, key, images, meta)`: append one message (idempotent by key).
     - `save_draft(key, text, meta)`: the streaming reply so far (`key` None clears it).
     - `stream(request)`: the model's events; a stop ends the iteration.
-    - `tool(name, arguments)`: run a tool; `image(digest)`: a stored image as a block.
+    - `tool(name, arguments, key)`: run a tool; `key` is its result's idempotency key
+      (a device job's id, R39); `image(digest)`: a stored image as a block.
     - `joined(final)`: messages logged since the last call; with `final`, if there are
       none, the turn is over (atomically: later input starts a fresh turn).
     - `publish(event, **fields)`: the turn event of that type name (`TurnStarted`,
@@ -147,7 +148,7 @@ class TurnIO(Protocol):
 
     def stream(self, request: Request) -> Iterator[Any]: ...
 
-    def tool(self, name: str, arguments: dict) -> ToolOutcome: ...
+    def tool(self, name: str, arguments: dict, key: str) -> ToolOutcome: ...
 
     def image(self, digest: str) -> ImageBlock: ...
 
@@ -348,11 +349,12 @@ class TurnRunner:
         return call
 
     def _run_tool(self, io: TurnIO, turn: int, seq: "_Keys", tool_call: ToolCall) -> ToolResultBlock:
-        outcome = io.tool(tool_call.name, dict(tool_call.input))
+        key = seq.next()
+        outcome = io.tool(tool_call.name, dict(tool_call.input), key)
         meta = {"turn": turn, "call": tool_call.id}
         if outcome.is_error:
             meta["error"] = True
-        io.log("echo", outcome.text or "(empty)", seq.next(), images=outcome.digests, meta=meta)
+        io.log("echo", outcome.text or "(empty)", key, images=outcome.digests, meta=meta)
         io.publish("TurnToolResult", turn=turn, call_id=tool_call.id, name=tool_call.name,
                    is_error=outcome.is_error, preview=outcome.text[:PREVIEW_CHARS])
         content = (TextBlock(outcome.text or "(empty)"), *outcome.images)

@@ -76,7 +76,7 @@ class ScriptedIO:
             self.streamed += 1
             yield event
 
-    def tool(self, name, arguments):
+    def tool(self, name, arguments, key=None):
         self.ops.append(("tool", name))
         if name == "zoom":
             return ToolOutcome(f"{arguments['id']}+1|user: line {arguments['id']}")
