@@ -73,13 +73,14 @@ class LogWriter(Actor):
 
     def on_append(self, msg: schema.Append, delivery) -> schema.Appended:
         before = self.store.message_count
-        ids = self.store.append_message(msg.kind, msg.text, key=msg.key, images=msg.images, meta=msg.meta)
+        ids = self.store.append_message(msg.kind, msg.text, key=msg.key, images=msg.images, meta=msg.meta,
+                                         date=msg.date)
         self._announce(ids, before)
         return schema.Appended(ids=ids)
 
     def on_append_many(self, msg: schema.AppendMany, delivery) -> schema.AppendedMany:
         before = self.store.message_count
-        items = [(item.kind, item.text, item.key, item.images, item.meta) for item in msg.items]
+        items = [(item.kind, item.text, item.key, item.images, item.meta, item.date) for item in msg.items]
         id_lists = self.store.append_messages(items)
         self._announce([i for ids in id_lists for i in ids], before)
         return schema.AppendedMany(ids=id_lists)

@@ -83,7 +83,7 @@ def test_a_frame_that_is_not_a_type_and_fields_pair_is_a_bad_frame():
 def test_a_field_of_the_wrong_type_is_a_bad_frame_naming_the_field():
     assert reason(msgpack.packb(["Ping", ["text"]])) == "Ping.payload: expected bytes, got str 'text'"
     assert reason(msgpack.packb(["ReadMessage", [True]])) == "ReadMessage.i: expected int, got bool True"
-    assert reason(msgpack.packb(["Append", ["user", "hi", None, [1], None]])) == \
+    assert reason(msgpack.packb(["Append", ["user", "hi", None, [1], None, None]])) == \
         "Append.images[]: expected str, got int 1"
     assert reason(msgpack.packb(["ReadNodes", [[[1, 2, 3]]]])) == \
         "ReadNodes.nodes[]: expected [int, int], got list [1, 2, 3]"
@@ -126,12 +126,12 @@ def test_a_missing_or_extra_field_is_a_bad_frame(cls):
 
 
 def test_dict_fields_carry_json_like_data_only():
-    meta_with_bytes = ["user", "hi", None, [], {"a": b"raw"}]
+    meta_with_bytes = ["user", "hi", None, [], {"a": b"raw"}, None]
     assert reason(msgpack.packb(["Append", meta_with_bytes])) == "Append.meta: expected JSON-like value, got bytes b'raw'"
     deep: object = 1
     for _ in range(schema.MAX_DEPTH + 1):
         deep = [deep]
-    assert "nested deeper than" in reason(msgpack.packb(["Append", ["user", "hi", None, [], {"a": deep}]]))
+    assert "nested deeper than" in reason(msgpack.packb(["Append", ["user", "hi", None, [], {"a": deep}, None]]))
 
 
 def test_a_float_field_takes_an_int_and_a_bool_is_never_an_int():

@@ -42,21 +42,25 @@ __all__ = [
 @message(BLOCK)
 @dataclass(frozen=True, slots=True)
 class Append(Message):
-    """Log one message (ask -> Appended). `key` makes a resent ask idempotent."""
+    """Log one message (ask -> Appended). `key` makes a resent ask idempotent. `date`, when
+    given, is the record's date (an ISO date and time with its timezone, checked by the
+    store) instead of now: an imported message keeps when it was said (R1); the day file
+    is still today's, so ids stay in file order (R2)."""
     kind: str
     text: str
     key: str | None
     images: list[str]
     meta: dict | None
+    date: str | None = None
 
     def to_wire(self) -> list:
-        return [self.kind, self.text, self.key, self.images, self.meta]
+        return [self.kind, self.text, self.key, self.images, self.meta, self.date]
 
     @classmethod
     def from_wire(cls, obj: Any) -> Append:
-        kind, text, key, images, meta = fields(obj, 5, cls)
+        kind, text, key, images, meta, date = fields(obj, 6, cls)
         return cls(str_(kind, "Append.kind"), str_(text, "Append.text"), opt_str(key, "Append.key"),
-                   strs(images, "Append.images"), opt_dict(meta, "Append.meta"))
+                   strs(images, "Append.images"), opt_dict(meta, "Append.meta"), opt_str(date, "Append.date"))
 
 
 @message(BLOCK)

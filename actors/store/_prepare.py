@@ -8,6 +8,7 @@ meta. Nodes: ids, coverage and the 1 ... 512-byte text (R10).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -16,10 +17,10 @@ from ._errors import BadInput
 from ._records import (KINDS, MAX_LEVEL, MAX_TEXT_BYTES, NODE_BYTES, PART_BYTES,
                        check_meta, check_work_head, clip_echo, split_text, utf8_size)
 
-__all__ = ["Prepared", "MAX_KEY_BYTES", "prepare_message", "check_node_id", "check_node"]
+__all__ = ["Prepared", "MAX_KEY_BYTES", "prepare_message", "check_date", "check_node_id", "check_node"]
 
 MAX_KEY_BYTES = 1024
-_FIELDS = frozenset(("kind", "text", "key", "images", "meta"))
+_FIELDS = frozenset(("kind", "text", "key", "images", "meta", "date"))
 
 
 class Prepared(NamedTuple):
@@ -31,6 +32,8 @@ class Prepared(NamedTuple):
     key: str | None
     images: tuple[str, ...]
     metas: list[dict | None]
+    date: str | None = None  # the record's date when the caller gave one (an import), else now
+
 
 
 def _arguments(item: Any) -> tuple:
@@ -39,10 +42,10 @@ def _arguments(item: Any) -> tuple:
         if unknown:
             raise BadInput(f"unknown message fields {sorted(unknown)}")
         return (item.get("kind"), item.get("text"), item.get("key"), item.get("images", ()),
-                item.get("meta"))
-    if isinstance(item, (tuple, list)) and 2 <= len(item) <= 5:
-        return tuple(item) + (None, (), None)[len(item) - 2:]
-    raise BadInput(f"a message is a dict or a (kind, text, key, images, meta) tuple, got "
+                item.get("meta"), item.get("date"))
+    if isinstance(item, (tuple, list)) and 2 <= len(item) <= 6:
+        return tuple(item) + (None, (), None, None)[len(item) - 2:]
+    raise BadInput(f"a message is a dict or a (kind, text, key, images, meta, date) tuple, got "
                    f"{item!r:.80}")
 
 
@@ -57,6 +60,24 @@ def _check_key(key: Any) -> None:
         raise BadInput("the key holds a lone surrogate") from None
     if size > MAX_KEY_BYTES:
         raise BadInput(f"key is over {MAX_KEY_BYTES} bytes")
+
+
+def check_date(date: Any) -> str | None:
+    """A caller's record date (R1): an ISO 8601 date and time with its timezone, returned
+    as the store writes dates (to the second, with its offset); None stays None (now).
+    BadInput for anything else: a date without a timezone would be read as whatever the
+    reader's zone is."""
+    if date is None:
+        return None
+    if not isinstance(date, str):
+        raise BadInput(f"date must be an ISO date and time with a timezone, got {type(date).__name__}")
+    try:
+        when = datetime.fromisoformat(date)
+    except ValueError:
+        raise BadInput(f"date {date[:40]!r} is not an ISO date and time") from None
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise BadInput(f"date {date[:40]!r} has no timezone")
+    return when.isoformat(timespec="seconds")
 
 
 def _check_images(chat: Path, images: Any) -> tuple[str, ...]:
@@ -75,7 +96,7 @@ def prepare_message(chat: Path, item: Any) -> Prepared:
     """Validate one message (a dict or a tuple, see `ChatStore.append_messages`), clip an
     echo by R7 and split the text by R8. Meta gets `cut` (R7: characters cut) and, on each
     part of a split text, `part` (1-based) and `parts`."""
-    kind, text, key, images, meta = _arguments(item)
+    kind, text, key, images, meta, date = _arguments(item)
     if kind not in KINDS:
         raise BadInput(f"kind {kind!r} is not one of {sorted(KINDS)} (R3)")
     if not isinstance(text, str):
@@ -95,13 +116,14 @@ def prepare_message(chat: Path, item: Any) -> Prepared:
     _check_key(key)
     images = _check_images(chat, images)
     meta = check_meta(meta)
+    date = check_date(date)
     parts = [text] if size <= PART_BYTES else split_text(text)
     base = dict(meta or {}, cut=cut) if cut else meta
     if len(parts) == 1:
-        return Prepared(kind, parts, [size], key, images, [base])
+        return Prepared(kind, parts, [size], key, images, [base], date)
     n = len(parts)
     metas = [dict(base or {}, part=k + 1, parts=n) for k in range(n)]
-    return Prepared(kind, parts, [utf8_size(p) for p in parts], key, images, metas)
+    return Prepared(kind, parts, [utf8_size(p) for p in parts], key, images, metas, date)
 
 
 def check_node_id(level: Any, i: Any) -> None:

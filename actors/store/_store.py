@@ -241,20 +241,22 @@ class ChatStore:
         return self._count
 
     def append_message(self, kind: str, text: str, *, key: str | None = None,
-                       images: Iterable[str] = (), meta: dict | None = None) -> list[int]:
+                       images: Iterable[str] = (), meta: dict | None = None, date: str | None = None) -> list[int]:
         """Log one message and return its ids (several when R8 splits it).
 
         R3 kind; an echo over 30,000 characters is clipped by R7, then any text over
         16,000 UTF-8 bytes is split by R8 into consecutive records (meta `part`/`parts`);
         the key and meta go on every part, the images on the first. A key already logged
         (within KEY_HORIZON) returns the ids it got and writes nothing. One write and one
-        fsync before returning (R4)."""
-        return self.append_messages([(kind, text, key, images, meta)])[0]
+        fsync before returning (R4). `date` (an ISO date and time with its timezone) is the
+        record's date instead of now, for a message said before it is logged (an import);
+        the day file is still the day of logging, so ids stay in file order (R1, R2)."""
+        return self.append_messages([(kind, text, key, images, meta, date)])[0]
 
     def append_messages(self, items: Iterable[Any]) -> list[list[int]]:
         """Group commit: log many messages with one write and one fsync, acknowledged
         together (R4). Each item is a dict with the arguments of `append_message` or a tuple
-        `(kind, text[, key[, images[, meta]]])`. Validation comes first: one bad item
+        `(kind, text[, key[, images[, meta[, date]]]])`. Validation comes first: one bad item
         raises BadInput and nothing is written. Returns the ids of each item."""
         index = self._writable()
         prepared = [prepare_message(self.path, item) for item in items]
@@ -289,7 +291,7 @@ class ChatStore:
             p = prepared[n]
             first = i
             for k, (text, size) in enumerate(zip(p.parts, p.sizes)):
-                line = encode_message(i, p.kind, text, size, stamp, p.key,
+                line = encode_message(i, p.kind, text, size, p.date or stamp, p.key,
                                       p.images if k == 0 else (), p.metas[k])
                 lines.append(line)
                 rel.append((len(line) - 1, at))
