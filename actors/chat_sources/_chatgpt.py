@@ -1,0 +1,124 @@
+"""ChatGPT's export: `conversations.json` (also inside the export's ZIP).
+
+A list of conversations, each a tree of messages: `mapping` is node id -> `{"id",
+"message", "parent", "children"}`, and `current_node` is the leaf of the branch the
+person kept (the one the app shows). Only that branch is read: from `current_node` up
+through `parent` to the root, then reversed. A message has `author.role` (system, user,
+assistant, tool), `create_time` (seconds since the epoch, a float, sometimes null),
+`content.content_type` with `parts` (text, multimodal_text) or `text` (code,
+execution_output), `recipient` (not "all" when the assistant calls a tool) and
+`metadata.is_visually_hidden_from_conversation` for the system's hidden context.
+Reasoning (`thoughts`, `reasoning_recap`) is never read (R6).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._types import ChatMessage, Conversation, SourceError, when
+
+__all__ = ["parse_chatgpt", "looks_like_chatgpt"]
+
+_THINKING = frozenset({"thoughts", "reasoning_recap"})
+_SKIPPED = frozenset({"user_editable_context", "model_editable_context", "system_error"})
+
+
+def looks_like_chatgpt(data: Any) -> bool:
+    return isinstance(data, list) and any(isinstance(c, dict) and "mapping" in c for c in data[:5])
+
+
+def _parts(parts: Any) -> str:
+    out = []
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("content_type", "")
+            if kind == "image_asset_pointer":
+                out.append("[image]")
+            elif kind == "audio_transcription" and isinstance(part.get("text"), str):
+                out.append(part["text"])
+            elif kind in ("audio_asset_pointer", "real_time_user_audio_video_asset_pointer"):
+                out.append("[audio]")
+    return "\n".join(p for p in out if p)
+
+
+def _message(node_id: str, message: dict) -> ChatMessage | None:
+    author = message.get("author") or {}
+    role = author.get("role")
+    content = message.get("content") or {}
+    kind = content.get("content_type", "text")
+    metadata = message.get("metadata") or {}
+    if role == "system" or kind in _THINKING or kind in _SKIPPED:
+        return None
+    if metadata.get("is_visually_hidden_from_conversation"):
+        return None
+    if "parts" in content:
+        text = _parts(content.get("parts"))
+    elif kind == "tether_browsing_display":
+        text = content.get("result") or content.get("summary") or ""
+    elif isinstance(content.get("text"), str):
+        text = content["text"]
+    else:
+        text = ""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    date = when(message.get("create_time"))
+    message_id = str(message.get("id") or node_id)
+    recipient = message.get("recipient") or "all"
+    if role == "user":
+        return ChatMessage(message_id, "user", text, date)
+    if role == "assistant":
+        if recipient != "all":
+            return ChatMessage(message_id, "tool_call", text, date, recipient)
+        return ChatMessage(message_id, "assistant", text, date)
+    if role == "tool":
+        return ChatMessage(message_id, "tool_result", text, date, str(author.get("name") or "tool"))
+    return None
+
+
+def _branch(mapping: dict, current: Any) -> list[tuple[str, dict]]:
+    """The kept branch, root first: `current_node` and its parents (a cycle ends it)."""
+    path, seen = [], set()
+    node_id = current
+    while isinstance(node_id, str) and node_id in mapping and node_id not in seen:
+        seen.add(node_id)
+        node = mapping[node_id] or {}
+        path.append((node_id, node))
+        node_id = node.get("parent")
+    path.reverse()
+    return path
+
+
+def _conversation(raw: dict, n: int) -> Conversation:
+    mapping = raw.get("mapping")
+    if not isinstance(mapping, dict):
+        raise SourceError(f"conversation {n} has no message tree (`mapping`)")
+    current = raw.get("current_node")
+    if current not in mapping:  # an export without it: the last leaf in the file's order
+        leaves = [key for key, node in mapping.items() if not (node or {}).get("children")]
+        current = leaves[-1] if leaves else None
+    messages = []
+    for node_id, node in _branch(mapping, current):
+        message = node.get("message")
+        if isinstance(message, dict):
+            parsed = _message(node_id, message)
+            if parsed is not None:
+                messages.append(parsed)
+    conversation_id = str(raw.get("conversation_id") or raw.get("id") or f"#{n}")
+    title = raw.get("title") if isinstance(raw.get("title"), str) and raw.get("title").strip() else "Untitled"
+    date = when(raw.get("create_time")) or next((m.date for m in messages if m.date), None)
+    return Conversation("chatgpt", conversation_id, title.strip(), date, tuple(messages))
+
+
+def parse_chatgpt(data: bytes) -> list[Conversation]:
+    """ChatGPT's `conversations.json` -> its conversations, each only its kept branch
+    (`current_node`'s path), without system messages, hidden context or reasoning."""
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise SourceError(f"not JSON: {error}") from None
+    if not isinstance(raw, list):
+        raise SourceError("not a ChatGPT export: conversations.json holds a list of conversations")
+    return [_conversation(c, n) for n, c in enumerate(raw) if isinstance(c, dict)]

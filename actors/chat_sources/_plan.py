@@ -1,0 +1,144 @@
+"""From parsed conversations to the messages `import-chats` logs (pure: no I/O).
+
+Each conversation arrives as a `note` naming it, then its messages in order, each with
+its own date as the record's `date` (R1):
+
+    note  ChatGPT conversation "Trip to Kyoto", from 2025-03-02, imported
+    user  [ChatGPT, 2025-03-02] What should I see in Kyoto in three days?
+    note  [ChatGPT replied] Day 1: Fushimi Inari at dawn, …
+
+Kinds (R3): the person's words stay `user`, with a prefix naming the app and the day,
+so they read as what the person said to that app then (the view has no dates, R14).
+The other app's replies are `note`s (memories from before the chat), prefixed `[App
+replied]`: never `everchat`, which is Everchat's own voice, so the model never takes
+another AI's words for its own. Tool calls and results (only with --with-tools) are
+notes too (`[App called NAME]`, `[NAME returned to App]`): `tool` and `echo` are
+Everchat's own tool calls; a result keeps its two ends as R7 would. Thinking is never
+parsed (R6). Every text (and title and folder) is redacted before it is logged.
+
+Every record carries a durable source id as its key: `chat:<source>:<conversation>` for
+the naming note, `chat:<source>:<conversation>:<message>` for a message. The store
+answers a resent key within its horizon (a retry logs once); a rerun reads the keys of
+every imported record first (`imported_ids`) and plans only what is not among them, so
+importing again brings only what is newer, past the horizon too. A conversation that
+gained messages since its import gets a note saying it continues, unless the log's last
+imported record is already its own (a run that was interrupted inside it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import datetime
+from typing import NamedTuple
+
+from everchat.actors.redact import redact
+from everchat.actors.store import MAX_TEXT_BYTES, clip_echo
+
+from ._types import ChatMessage, Conversation
+
+__all__ = ["Item", "conversation_items", "imported_ids", "source_prefix", "KEY_PREFIX"]
+
+KEY_PREFIX = "chat:"
+_MAX_ID = 200  # longer ids are shortened to a digest, so a key stays well within the store's limit
+_TEXT_CHARS = MAX_TEXT_BYTES // 4 - 1024  # a text that could be over the store's limit is cut (said so)
+
+
+class Item(NamedTuple):
+    """One message to log (the fields of `schema.Append`, date as ISO with its offset)."""
+    kind: str
+    text: str
+    key: str
+    meta: dict
+    date: str | None
+
+
+def _id(value: str) -> str:
+    return value if len(value) <= _MAX_ID else "sha256-" + hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def source_prefix(source: str) -> str:
+    return f"{KEY_PREFIX}{source}:"
+
+
+def _head_key(conv: Conversation) -> str:
+    return f"{source_prefix(conv.source)}{_id(conv.id)}"
+
+
+def _key(conv: Conversation, message: ChatMessage) -> str:
+    return f"{_head_key(conv)}:{_id(message.id)}"
+
+
+def imported_ids(keys: Iterable[str | None]) -> tuple[set[str], str | None]:
+    """The source ids among the chat's keys (every record's, in log order) and the last."""
+    known, last = set(), None
+    for key in keys:
+        if key and key.startswith(KEY_PREFIX):
+            known.add(key)
+            last = key
+    return known, last
+
+
+def _day(moment: datetime | None) -> str:
+    return moment.date().isoformat() if moment else "an unknown day"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat(timespec="seconds") if moment else None
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= _TEXT_CHARS:
+        return text
+    return text[:_TEXT_CHARS] + f"\n[… {len(text) - _TEXT_CHARS:,} more characters not imported]"
+
+
+def _render(conv: Conversation, message: ChatMessage) -> tuple[str, str]:
+    app = conv.app
+    if message.role == "user":
+        day = f", {_day(message.date or conv.date)}" if (message.date or conv.date) else ""
+        return "user", f"[{app}{day}] {message.text}"
+    if message.role == "assistant":
+        return "note", f"[{app} replied] {message.text}"
+    if message.role == "tool_call":
+        return "note", f"[{app} called {message.name}] {message.text}"
+    clipped, _ = clip_echo(message.text)  # R7's two ends for a long result
+    return "note", f"[{message.name} returned to {app}] {clipped}"
+
+
+def _heading(conv: Conversation, continued: bool) -> str:
+    what = "session" if conv.source in ("claude-code", "codex") else "conversation"
+    where = f", in {conv.where}" if conv.where else ""
+    again = ", continued" if continued else ""
+    return f'{conv.app} {what} "{conv.title}", from {_day(conv.date)}{where}{again}, imported'
+
+
+def conversation_items(conv: Conversation, known: set[str], last: str | None = None, *,
+                       with_tools: bool = False, since: datetime | None = None) -> list[Item]:
+    """The messages to log for `conv`: its naming note (unless logged before), then each
+    of its messages not logged before, in order; none when nothing is new. `since` drops
+    messages said before it; tool calls and results only `with_tools`."""
+    meta = {"chat": conv.source, "conversation": _id(conv.id)}
+    body: list[Item] = []
+    for message in conv.messages:
+        if message.role in ("tool_call", "tool_result") and not with_tools:
+            continue
+        moment = message.date or conv.date
+        if since is not None and moment is not None and moment < since:
+            continue
+        key = _key(conv, message)
+        if key in known:
+            continue
+        kind, text = _render(conv, message)
+        body.append(Item(kind, _bounded(redact(text)), key, meta, _iso(moment)))
+    if not body:
+        return []
+    head = _head_key(conv)
+    if head not in known:
+        heading = Item("note", redact(_heading(conv, False)), head, meta, _iso(conv.date))
+    elif last is not None and (last == head or last.startswith(head + ":")):
+        return body  # the run that logged its first messages was interrupted: go on after them
+    else:
+        heading = Item("note", redact(_heading(conv, True)), f"{head}:+{body[0].key[len(head) + 1:]}", meta,
+                       body[0].date)
+    return [heading, *body]
