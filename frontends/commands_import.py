@@ -46,7 +46,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -55,7 +55,8 @@ from everchat.frontends.commands import (EXIT_INTERRUPTED, EXIT_OK, CommandError
                                         open_writer)
 from everchat.frontends.progress import Progress
 
-__all__ = ["run_import", "identify", "parts_of", "import_key", "BATCH_BYTES", "BATCH_PARTS", "BACKLOG"]
+__all__ = ["run_import", "import_summarized", "Count", "ctrl_c_noted", "identify", "parts_of", "import_key",
+           "BATCH_BYTES", "BATCH_PARTS", "BACKLOG"]
 
 BLOCK_BYTES = 1 << 20
 BATCH_BYTES = 1 << 20  # --log-only: bytes per group commit
@@ -154,7 +155,7 @@ def _resume_point(store, prefix: str) -> int:
 
 
 @contextmanager
-def _ctrl_c_noted() -> Iterator[threading.Event]:
+def ctrl_c_noted() -> Iterator[threading.Event]:
     """While inside: the first SIGINT sets the event instead of raising KeyboardInterrupt
     (a second raises it). Outside the main thread nothing changes (no signal there)."""
     noted = threading.Event()
@@ -174,10 +175,11 @@ def _ctrl_c_noted() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-class _Count:
+class Count:
     """What one run did: parts logged now, parts found logged before, the ids it logged."""
 
-    def __init__(self) -> None:
+    def __init__(self, noun: str = "notes") -> None:
+        self.noun = noun
         self.logged = self.known = 0
         self.first: int | None = None
         self.last: int | None = None
@@ -196,34 +198,43 @@ class _Count:
     def notes(self) -> int:
         return self.logged + self.known
 
-    def said(self, path: Path) -> str:
+    def said(self, path: Path | str) -> str:
         if self.logged == 0:
-            return f"{path} is already imported ({self.known} notes); nothing logged"
+            return f"{path} is already imported ({self.known} {self.noun}); nothing logged"
         again = f", {self.known} were logged before" if self.known else ""
-        return f"imported {path}: {self.logged} notes, messages {self.first}-{self.last}{again}"
+        return f"imported {path}: {self.logged} {self.noun}, messages {self.first}-{self.last}{again}"
 
 
-def _feed(path: Path, digest: str, resume: int, count: _Count, commit: Callable[[list[dict]], None],
-          ctrl_c: threading.Event, progress: Progress, extra: Callable[[int], str],
-          full: Callable[[list[dict], int], bool]) -> list[dict]:
-    """Read the file's parts and hand them to `commit` in batches: a batch goes once it
-    is `full(batch, its bytes)` and a new part comes. Parts at or before `resume` are
-    counted as known. Returns the last batch, uncommitted: the caller commits it (it
-    holds the file's last part). The first Ctrl-C commits the parts in hand and raises
-    KeyboardInterrupt."""
-    batch: list[dict] = []
-    batch_bytes = 0
+def _file_items(path: Path, digest: str, resume: int) -> Iterator[tuple[int, dict | None]]:
+    """(bytes read so far, the part to log) for each part of the file; None for a part at
+    or before `resume`, logged before."""
     for offset, text in parts_of(path):
         done = offset + len(text.encode())
         if offset <= resume:
+            yield done, None
+        else:
+            yield done, {"kind": "note", "text": text, "key": import_key(digest, offset),
+                         "meta": {"import": path.name, "offset": offset}}
+
+
+def _feed(items: Iterable[tuple[int, dict | None]], count: Count, commit: Callable[[list[dict]], None],
+          ctrl_c: threading.Event, progress: Progress, extra: Callable[[int], str],
+          full: Callable[[list[dict], int], bool]) -> list[dict]:
+    """Hand the items (progress so far, a message to log or None for one logged before)
+    to `commit` in batches: a batch goes once it is `full(batch, its bytes)` and a new
+    item comes. Returns the last batch, uncommitted: the caller commits it (it holds the
+    last item). The first Ctrl-C commits the items in hand and raises KeyboardInterrupt."""
+    batch: list[dict] = []
+    batch_bytes = 0
+    for done, item in items:
+        if item is None:
             count.known += 1
         else:
             if batch and full(batch, batch_bytes):
                 commit(batch)
                 batch, batch_bytes = [], 0
-            batch.append({"kind": "note", "text": text, "key": import_key(digest, offset),
-                          "meta": {"import": path.name, "offset": offset}})
-            batch_bytes += done - offset
+            batch.append(item)
+            batch_bytes += len(item["text"].encode())
         progress.update(done, extra(len(batch)))
         if ctrl_c.is_set():
             commit(batch)  # the parts in hand, then stop
@@ -261,7 +272,7 @@ def _wait(call: Callable[[], object], ctrl_c: threading.Event, tick: Callable[[]
 
 def _log_only(args: argparse.Namespace, path: Path, digest: str, size: int) -> int:
     """The offline path: parts group committed straight into the store, no model call."""
-    count = _Count()
+    count = Count()
     progress = Progress(f"importing {path.name}", size)
     with open_writer(args.data_dir) as chat:
         resume = _resume_point(chat.store, import_key(digest, 0)[:-1])
@@ -278,8 +289,8 @@ def _log_only(args: argparse.Namespace, path: Path, digest: str, size: int) -> i
             chat._leaf_lines.clear()
 
         try:
-            with _ctrl_c_noted() as ctrl_c:
-                commit(_feed(path, digest, resume, count, commit, ctrl_c, progress,
+            with ctrl_c_noted() as ctrl_c:
+                commit(_feed(_file_items(path, digest, resume), count, commit, ctrl_c, progress,
                              lambda in_hand: f"{count.notes + in_hand} notes",
                              lambda batch, batch_bytes: batch_bytes >= BATCH_BYTES))
         except KeyboardInterrupt:
@@ -298,22 +309,41 @@ def _log_only(args: argparse.Namespace, path: Path, digest: str, size: int) -> i
 
 def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) -> int:
     """The default: the chat's actors run, and the pool summarizes while parts are logged."""
+    count = Count()
+
+    def plan(store) -> Iterable[tuple[int, dict | None]]:
+        return _file_items(path, digest, _resume_point(store, import_key(digest, 0)[:-1]))
+
+    return import_summarized(args, f"importing {path.name}", size, plan, count, lambda: count.said(path))
+
+
+def import_summarized(args: argparse.Namespace, label: str, size: int,
+                      plan: Callable[[object], Iterable[tuple[int, dict | None]]], count: Count,
+                      said: Callable[[], str]) -> int:
+    """Log `plan(store)`'s messages through the chat's actors while the pool summarizes
+    them (R19, R31), with the progress bar and Ctrl-C described above; `import` and
+    `import-chats` share it. `plan` gets the chat's store, read-only, opened once the
+    session holds the chat, reads it before it returns (the store closes then), and
+    returns an iterable (lazy, so a file is never held whole in memory) of (progress out
+    of `size`, a message to log as `{"kind", "text", "key", "meta"[, "date"]}`, or None
+    for one logged before). Every
+    message carries a key, so a repeat after a lost log writer logs it once (P4)."""
     from everchat.actors.store import ChatStore
     from everchat.frontends.commands_turn import drain_notices, open_session
     from everchat.transport import schema
 
-    count = _Count()
-    progress = Progress(f"importing {path.name}", size)
+    noun = count.noun
+    progress = Progress(label, size)
     pending = 0
     logged_all = False
     with open_session(args) as session:
-        # Read-only beside the log writer (R5), which holds the lock: no part is logged
-        # by anyone else meanwhile, so the resume point stays true.
+        # Read-only beside the log writer (R5), which holds the lock: nothing is logged
+        # by anyone else meanwhile, so what the plan reads stays true.
         with ChatStore.open(session.supervisor.chat, writer=False) as store:
-            resume = _resume_point(store, import_key(digest, 0)[:-1])
+            items = plan(store)  # read the store now; the items are read lazily after it closes
 
         def extra(in_hand: int = 0) -> str:
-            return f"{count.notes + in_hand} notes, {pending} summaries pending"
+            return f"{count.notes + in_hand} {noun}, {pending} summaries pending"
 
         def look() -> bool:
             """The bar's figures, and failed compactions said as they come (R30); True when
@@ -355,13 +385,13 @@ def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) ->
             # The session repeats these when the log writer is lost and runs again (P4):
             # the parts are keyed, so a repeat logs each once and `before` tells them apart.
             before = session.count_messages()
-            items = [schema.Append(kind=item["kind"], text=item["text"], key=item["key"], images=[],
-                                   meta=item["meta"]) for item in batch]
-            count.add(session.append_many(items, timeout=_WAIT_SECONDS), before)
+            appends = [schema.Append(kind=item["kind"], text=item["text"], key=item["key"], images=[],
+                                   meta=item["meta"], date=item.get("date")) for item in batch]
+            count.add(session.append_many(appends, timeout=_WAIT_SECONDS), before)
 
         try:
-            with _ctrl_c_noted() as ctrl_c:
-                last = _feed(path, digest, resume, count, lambda batch: commit(batch, ctrl_c), ctrl_c, progress,
+            with ctrl_c_noted() as ctrl_c:
+                last = _feed(items, count, lambda batch: commit(batch, ctrl_c), ctrl_c, progress,
                              extra, lambda batch, batch_bytes: len(batch) >= BATCH_PARTS)
                 if last:
                     # The last part is appended once every line before it is built, so
@@ -380,16 +410,16 @@ def _summarized(args: argparse.Namespace, path: Path, digest: str, size: int) ->
             progress.finish(progress.done)
             drain_notices(session, sys.stderr)
             if not logged_all:
-                print(f"everchat: import interrupted after {count.notes} notes; run the same command "
+                print(f"everchat: import interrupted after {count.notes} {noun}; run the same command "
                       "again to go on where it stopped", file=sys.stderr)
             else:
-                print(f"everchat: import interrupted: all {count.notes} notes are logged, their summaries "
+                print(f"everchat: import interrupted: all {count.notes} {noun} are logged, their summaries "
                       "are not all built; run the same command again (or `everchat compact`) to build them",
                       file=sys.stderr)
             return EXIT_INTERRUPTED
         status = session.status()
         drain_notices(session, sys.stderr)
-    print(count.said(path))
+    print(said())
     print(f"every summary is built: view {status['view_bytes']:,} bytes (budget {status['view_budget']:,}), "
           f"{status['messages']} messages")
     return EXIT_OK
