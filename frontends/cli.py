@@ -35,6 +35,7 @@ _COMMANDS = {
     "ask": "send one message, print the reply, wait for its summaries, exit",
     "note": "log a note (a memory from before the chat)",
     "import": "log a UTF-8 text file as consecutive notes and summarize them as it goes (resumable)",
+    "import-chats": "import past chats from ChatGPT, Claude, Claude Code and Codex (secrets redacted, resumable)",
     "view": "print the view the next turn starts from (read-only)",
     "zoom": "a line's two halves, or a message whole (read-only, R35)",
     "date": "the date and time of a message (read-only)",
@@ -112,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="log the notes without the model (fast, offline); their summaries are built when the "
                           "chat next runs or by `everchat compact`, and a big import summarized later leaves "
                           "the view over its budget until the next messages fit it")
+    from everchat.frontends.commands_import_chats import add_arguments as add_import_chats_arguments
+
+    add_import_chats_arguments(command("import-chats"))
     command("view")
     zoom = command("zoom")
     zoom.add_argument("id", help="a message id, or a view line's name such as 40+8 (or an agent's NAME, "
@@ -215,6 +219,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from everchat.frontends.commands_import import run_import
 
         return run_import(args)
+    if command == "import-chats":
+        from everchat.frontends.commands_import_chats import run_import_chats
+
+        return run_import_chats(args)
     if command == "setup":
         from everchat.frontends.commands_setup import run_setup
 

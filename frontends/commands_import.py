@@ -333,7 +333,7 @@ def import_summarized(args: argparse.Namespace, label: str, size: int,
     from everchat.transport import schema
 
     noun = count.noun
-    progress = Progress(label, size)
+    progress = Progress(label, size, eta=True)
     pending = 0
     logged_all = False
     with open_session(args) as session:

@@ -1,4 +1,4 @@
-"""A progress bar on stderr for long one-shot commands (`import`).
+"""A progress bar on stderr for long one-shot commands (`import`, `import-chats`), with an ETA.
 
 On a terminal it redraws one line (`\\r`) at most ten times a second; elsewhere (a
 pipe, a log file) it writes a line each time the whole percentage changes, so a log
@@ -23,13 +23,28 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _duration(seconds: int) -> str:
+    """`45s`, `2m05s`, `1h02m`."""
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
 class Progress:
     """`update(done)` as work advances, `finish()` at the end; sizes in bytes."""
 
     WIDTH = 24
 
-    def __init__(self, label: str, total: int, stream: TextIO | None = None) -> None:
+    def __init__(self, label: str, total: int, stream: TextIO | None = None, *, eta: bool = False,
+                 clock=time.monotonic) -> None:
+        """With `eta`, the line also says how long the rest should take at the pace so
+        far (`ETA 2m05s`), once there is a pace; `clock` is for tests."""
         self.label = label
+        self.eta = eta
+        self._clock = clock
+        self._started = clock()
         self.total = max(total, 1)
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -43,6 +58,10 @@ class Progress:
         filled = self.WIDTH * percent // 100
         bar = "#" * filled + "." * (self.WIDTH - filled)
         tail = f" {extra}" if extra else ""
+        if self.eta and 0 < done < self.total:
+            spent = self._clock() - self._started
+            left = round(spent * (self.total - done) / done)
+            tail = f" ETA {_duration(left)}{tail}"
         return f"{self.label} [{bar}] {percent:3d}% {human_bytes(done)} of {human_bytes(self.total)}{tail}"
 
     def update(self, done: int, extra: str = "") -> None:

@@ -1,0 +1,222 @@
+"""`import-chats [PATH]…`: past chats with other AIs, logged into this one.
+
+    everchat import-chats chatgpt-export.zip ~/.claude/projects --since 2025-01-01
+    everchat import-chats --dry-run          # this computer's Claude Code and Codex logs
+
+Sources (actors/chat_sources): ChatGPT's export (the ZIP or its conversations.json),
+Claude's export (ZIP or JSON), Claude Code's session logs and Codex's; with no path, the
+last two of this computer (`~/.claude/projects`, `~/.codex/sessions`). Each
+conversation arrives as a note naming it, then its messages in order, each with its own
+date (R1); the kinds and prefixes are chosen in `chat_sources/_plan.py` (and the
+README's "Past chats"). Secrets are redacted before anything is logged
+(actors/redact.py). Tool calls and results only with `--with-tools`; thinking never
+(R6).
+
+Before a real import the command shows what it found (conversations, messages, bytes,
+and an estimate of the summary calls and tokens they cost) and asks; `--yes` skips the
+question, `--dry-run` stops after the preview and writes nothing. Then it logs through
+the chat's actors exactly as `import` does (`import_summarized`: batches, the pool
+summarizing as it goes so the view stays within its budget, the progress bar with an
+ETA, Ctrl-C keeping what is logged, attached to a running server when there is one).
+
+Importing again brings only what is newer: every record's key is its source id
+(`chat:<source>:<conversation>:<message>`), and before planning the command reads the
+keys of every record of the chat, so neither a rerun nor a resume after a crash or
+`kill -9` logs a message twice, however far back it was logged (the store's own key
+horizon covers only the latest keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from everchat.frontends.commands import EXIT_OK, UsageError
+
+__all__ = ["run_import_chats", "add_arguments", "Estimate", "estimate", "parse_since"]
+
+_CONTEXT_BYTES = 24_000  # a compaction reads the compaction view (16-32 KB, R21), about this much
+_SUMMARY_BYTES = 512  # what a call writes at most (R10)
+_BYTES_PER_TOKEN = 4
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="a ChatGPT or Claude export (ZIP or conversations.json), a Claude Code or Codex session "
+                             "log, or a folder of them; none: this computer's ~/.claude/projects and ~/.codex/sessions")
+    parser.add_argument("--yes", action="store_true", help="import without asking (for scripts)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="say what would be imported (conversations, messages, bytes, estimated summary calls and "
+                             "tokens) and write nothing")
+    parser.add_argument("--since", default=None, metavar="DATE",
+                        help="only messages from this date on (YYYY-MM-DD, or an ISO date and time)")
+    parser.add_argument("--with-tools", action="store_true",
+                        help="also the other app's tool calls and their results (as notes)")
+
+
+def parse_since(text: str | None) -> datetime | None:
+    """`--since`: a date (midnight UTC) or an ISO date and time (UTC when it has no zone)."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--since {text!r} is not a date (YYYY-MM-DD) or an ISO date and time") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+@dataclass
+class Estimate:
+    """What an import would log and cost: per app conversations and messages, bytes, and
+    the summary calls (an upper bound: a leaf over 512 bytes and every parent may need
+    one, R11-R12) with their tokens (each call reads about a compaction view, R21)."""
+    apps: dict[str, list[int]] = field(default_factory=dict)  # app -> [conversations, messages]
+    messages: int = 0
+    records: int = 0  # messages once R8 cut the long ones
+    bytes: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def lines(self) -> list[str]:
+        out = [f"  {app}: {c} conversation{'s' * (c != 1)}, {m} message{'s' * (m != 1)}"
+               for app, (c, m) in self.apps.items()]
+        out.append(f"  {self.records} records, {self.bytes:,} bytes")
+        out.append(f"  summaries: up to about {self.calls:,} model calls, about {self.input_tokens:,} input and "
+                   f"{self.output_tokens:,} output tokens")
+        return out
+
+
+def estimate(plans: list[tuple[str, list]]) -> Estimate:
+    """The figures of `plans` ((app, its items) per conversation)."""
+    from everchat.actors.store import NODE_BYTES, PART_BYTES
+
+    out = Estimate()
+    leaves_to_build = 0
+    for app, items in plans:
+        figures = out.apps.setdefault(app, [0, 0])
+        figures[0] += 1
+        figures[1] += len(items)
+        for item in items:
+            size = len(item.text.encode())
+            parts = max(1, math.ceil(size / PART_BYTES))
+            out.messages += 1
+            out.records += parts
+            out.bytes += size
+            line = len(item.kind.encode()) + 2 + size  # "kind: text" (R11)
+            leaves_to_build += parts if line > NODE_BYTES else 0
+    out.calls = leaves_to_build + max(0, out.records - 1)
+    out.input_tokens = out.calls * _CONTEXT_BYTES // _BYTES_PER_TOKEN + out.bytes // _BYTES_PER_TOKEN
+    out.output_tokens = out.calls * _SUMMARY_BYTES // _BYTES_PER_TOKEN
+    return out
+
+
+def _known_keys(store) -> list[str | None]:
+    return [store.message(i).key for i in range(store.message_count)]
+
+
+def _known_before(data_dir: Path) -> tuple[set[str], str | None]:
+    """The source ids already in the chat (read-only: never takes the lock, R5)."""
+    from everchat.actors.chat_sources import imported_ids
+    from everchat.actors.store import ChatStore, NotAChat, StoreError
+
+    if not data_dir.exists():
+        return set(), None
+    try:
+        with ChatStore.open(data_dir, writer=False, quiet=True) as store:
+            return imported_ids(_known_keys(store))
+    except NotAChat:
+        return set(), None
+    except StoreError as error:
+        raise UsageError(f"cannot read the chat in {data_dir}: {error}") from None
+
+
+def _read(paths: list[Path]) -> tuple[list, list[str]]:
+    """Every conversation of `paths`, oldest first, and what was read where."""
+    from everchat.actors.chat_sources import SourceError, read_path
+
+    conversations, said = [], []
+    for path in paths:
+        try:
+            found = read_path(path.expanduser())
+        except SourceError as error:
+            raise UsageError(f"{error}") from None
+        for one in found:
+            conversations.extend(one.conversations)
+        count = sum(len(one.conversations) for one in found)
+        said.append(f"{path}: {count} conversation{'s' * (count != 1)} in {len(found)} file{'s' * (len(found) != 1)}")
+    far = datetime.max.replace(tzinfo=timezone.utc)
+    conversations.sort(key=lambda c: c.date or far)
+    return conversations, said
+
+
+def _plans(conversations: list, known: set[str], last: str | None, args) -> list[tuple[str, list]]:
+    from everchat.actors.chat_sources import conversation_items
+
+    out = []
+    for conv in conversations:
+        items = conversation_items(conv, known, last, with_tools=args.with_tools, since=args.since_moment)
+        if items:
+            out.append((conv.app, items))
+    return out
+
+
+def _confirmed(what: str) -> bool:
+    try:
+        answer = input(f"{what} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def run_import_chats(args: argparse.Namespace) -> int:
+    from everchat.actors.chat_sources import default_paths
+    from everchat.frontends.commands_import import Count, import_summarized
+
+    args.since_moment = parse_since(args.since)
+    paths = list(args.paths) or default_paths()
+    if not paths:
+        raise UsageError("no path given, and this computer has no Claude Code (~/.claude/projects) or Codex "
+                         "(~/.codex/sessions) logs; give a ChatGPT or Claude export, or a log folder")
+    conversations, said = _read(paths)
+    known, last = _known_before(args.data_dir)
+    plans = _plans(conversations, known, last, args)
+    figures = estimate(plans)
+    for line in said:
+        print(line)
+    if not plans:
+        print(f"nothing new to import ({len(known)} messages imported before)")
+        return EXIT_OK
+    before = f" ({len(known)} messages imported before are left out)" if known else ""
+    print(f"to import into {args.data_dir}{before}:")
+    for line in figures.lines():
+        print(line)
+    if args.dry_run:
+        print("dry run: nothing was written")
+        return EXIT_OK
+    if not args.yes:
+        sys.stdout.flush()
+        if not _confirmed(f"import {figures.messages} messages of {len(plans)} conversations?"):
+            print("nothing was imported (--yes imports without asking)")
+            return EXIT_OK
+    count = Count("messages")
+
+    def plan(store):
+        """Planned again from the chat's own keys, now that the session holds it."""
+        from everchat.actors.chat_sources import imported_ids
+
+        known_now, last_now = imported_ids(_known_keys(store))
+        done, out = 0, []
+        for _, items in _plans(conversations, known_now, last_now, args):
+            for item in items:
+                done += len(item.text.encode())
+                out.append((done, {"kind": item.kind, "text": item.text, "key": item.key, "meta": item.meta,
+                                   "date": item.date}))
+        return out
+
+    what = f"{len(plans)} conversation{'s' * (len(plans) != 1)}"
+    return import_summarized(args, "importing chats", figures.bytes, plan, count, lambda: count.said(what))
