@@ -1,0 +1,217 @@
+"""Each past-chat format, parsed from a small sample file of the real format, gives
+exactly the records expected: kinds (R3), texts with their prefixes, each message's own
+date (R1), order, only the kept branch, no thinking (R6), tools only when asked, secrets
+redacted (tests/data/import_chats/, written for these tests).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from everchat.actors import chat_sources
+from everchat.actors.chat_sources import (SourceError, conversation_items, parse_bytes, parse_chatgpt,
+                                          parse_claude, parse_claude_code, parse_codex, read_path)
+
+DATA = Path(__file__).parent / "data" / "import_chats"
+CHATGPT = DATA / "chatgpt" / "conversations.json"
+CLAUDE = DATA / "claude" / "conversations.json"
+CLAUDE_CODE = DATA / "claude-code" / "projects" / "-home-ana-src-tilemap" / "5e7a9c1b-2d3f-4a6b-8c0d-1e2f3a4b5c6d.jsonl"
+CODEX = next((DATA / "codex").rglob("rollout-*.jsonl"))
+
+
+def records(conversations, with_tools=False, since=None) -> list[tuple[str, str, str | None]]:
+    out = []
+    for conv in conversations:
+        out += [(i.kind, i.text, i.date) for i in conversation_items(conv, set(), with_tools=with_tools, since=since)]
+    return out
+
+
+def test_r3_chatgpt_keeps_only_the_current_node_branch_with_each_message_dated():
+    conversations = parse_chatgpt(CHATGPT.read_bytes())
+    assert [c.title for c in conversations] == ["Sourdough starter and a deploy key", "Trip to Kyoto", "New chat"]
+    assert conversations[2].messages == ()  # an empty conversation: nothing to log
+    assert records(conversations[1:2]) == [
+        ("note", 'ChatGPT conversation "Trip to Kyoto", from 2025-03-02, imported', "2025-03-02T09:15:30+00:00"),
+        ("user", "[ChatGPT, 2025-03-02] I'm going to Kyoto for three days in April 🌸. What should I see?",
+         "2025-03-02T09:15:30+00:00"),
+        ("note", "[ChatGPT replied] Day 1: Fushimi Inari at dawn, then Tōfuku-ji.\nDay 2: Arashiyama bamboo grove "
+                 "and the monkey park.\nDay 3: Gion, Kiyomizu-dera and Nishiki market (錦市場).", "2025-03-02T09:15:45+00:00"),
+        # the edited question (u2b) is the kept branch; u2a and its reply are not
+        ("user", "[ChatGPT, 2025-03-02] [image]\nHere is my rail pass. How much will the bus from Kyoto Station to "
+                 "Ginkaku-ji cost in yen?", "2025-03-02T09:18:20+00:00"),
+        ("note", "[ChatGPT replied] The flat city-bus fare is 230 yen, so 460 yen there and back.",
+         "2025-03-02T09:18:30+00:00"),
+    ]
+
+
+def test_r6_chatgpt_tools_only_when_asked_and_never_its_thoughts():
+    kyoto = parse_chatgpt(CHATGPT.read_bytes())[1]
+    texts = [text for _, text, _ in records([kyoto], with_tools=True)]
+    assert texts[4:6] == ["[ChatGPT called python] fare = 230\nprint(fare * 2)", "[python returned to ChatGPT] 460"]
+    assert not any("flat fare." in text for text in texts)  # the thoughts block
+    assert not any("capsule hotel" in text for text in texts)  # the branch left behind
+
+
+def test_secrets_in_a_chat_are_redacted_and_a_message_without_a_time_takes_its_conversations():
+    starter = parse_chatgpt(CHATGPT.read_bytes())[0]
+    assert records([starter])[1:] == [
+        ("user", "[ChatGPT, 2025-03-09] My starter smells like acetone. Also why does OPENAI_API_KEY=[redacted] fail "
+                 "in my deploy?", "2025-03-09T09:00:01+00:00"),
+        ("note", "[ChatGPT replied] Acetone means it is hungry: feed it twice a day at 1:1:1. Rotate that key now; it "
+                 "is in this chat.", "2025-03-09T09:00:00+00:00"),
+    ]
+
+
+def test_r3_claude_export_in_order_with_attachments_named_and_no_thinking():
+    conversations = parse_claude(CLAUDE.read_bytes())
+    assert [(c.title, len(c.messages)) for c in conversations] == [
+        ("Naming the sawtooth test", 7), ("Untitled", 0), ("Grüße aus München", 2)]
+    assert records(conversations) == [
+        ("note", 'Claude conversation "Naming the sawtooth test", from 2025-05-11, imported', "2025-05-11T08:30:12+00:00"),
+        ("user", "[Claude, 2025-05-11] Suggest a name for a test that checks the view never grows past the ceiling. "
+                 "Notes attached.\n\n[attached: notes.md]", "2025-05-11T08:30:13+00:00"),
+        ("note", "[Claude replied] How about `test_r19_the_view_stays_under_its_ceiling`? It reads as a sentence.",
+         "2025-05-11T08:30:20+00:00"),
+        ("user", "[Claude, 2025-05-11] Check the current spec for the floor value, please.\n\n[file: spec-screenshot.png]",
+         "2025-05-11T08:40:00+00:00"),
+        ("note", "[Claude replied] Let me look it up.", "2025-05-11T08:41:55+00:00"),
+        ("note", "[Claude replied] The floor is 64,000 bytes — half the ceiling.", "2025-05-11T08:41:55+00:00"),
+        ("note", 'Claude conversation "Grüße aus München", from 2025-07-02, imported', "2025-07-02T21:15:00+00:00"),
+        ("user", "[Claude, 2025-07-02] Wie sagt man „Ich habe Hunger“ höflich? 🍜", "2025-07-02T21:15:01+00:00"),
+        ("note", "[Claude replied] „Ich hätte gern etwas zu essen.“ ist höflicher.", "2025-07-02T21:15:09+00:00"),
+    ]
+    with_tools = [text for _, text, _ in records(conversations[:1], with_tools=True)]
+    assert with_tools[5:7] == ['[Claude called web_search] {"query":"everchat sawtooth floor"}',
+                               "[web_search returned to Claude] R19: the floor is 64,000 bytes."]
+
+
+def test_r3_claude_code_keeps_the_branch_it_ended_on_without_side_threads_meta_or_thinking():
+    (session,) = parse_claude_code(CLAUDE_CODE.read_bytes())
+    assert (session.id, session.title, session.where) == (
+        "5e7a9c1b-2d3f-4a6b-8c0d-1e2f3a4b5c6d", "Fix the tile cache eviction bug", "/home/ana/src/tilemap")
+    assert records([session]) == [
+        ("note", 'Claude Code session "Fix the tile cache eviction bug", from 2025-08-04, in /home/ana/src/tilemap, '
+                 "imported", "2025-08-04T14:02:10+00:00"),
+        ("user", "[Claude Code, 2025-08-04] The tile cache evicts the newest tile instead of the oldest. Can you find "
+                 "why? ✨", "2025-08-04T14:02:30+00:00"),
+        ("note", "[Claude Code replied] I'll read the cache first.", "2025-08-04T14:02:36+00:00"),
+        ("note", "[Claude Code replied] `evict` pops from the end of the list, which holds the newest tile. It should "
+                 "pop index 0.", "2025-08-04T14:02:40+00:00"),
+        ("user", "[Claude Code, 2025-08-04] Fix it with a deque and add a test. Token for CI: [redacted]\n[image]",
+         "2025-08-04T14:04:00+00:00"),
+        ("note", "[Claude Code replied] Done: `evict` now uses `popleft()` on a deque, and test_evicts_the_oldest_tile "
+                 "passes.", "2025-08-04T14:04:30+00:00"),
+    ]
+    tools = [text for _, text, _ in records([session], with_tools=True)][3:5]
+    assert tools == ['[Claude Code called Read] {"file_path":"/home/ana/src/tilemap/cache.py"}',
+                     "[Read returned to Claude Code]      1\tclass TileCache:\n     2\t    def evict(self):\n"
+                     "     3\t        self.tiles.pop()"]
+
+
+def test_r3_codex_rollout_skips_its_context_reasoning_and_events():
+    (session,) = parse_codex(CODEX.read_bytes())
+    assert records([session], with_tools=True) == [
+        ("note", 'Codex session "Why does `weather --city Zürich` print the temperature in F…", from 2025-09-14, in '
+                 "/home/ana/src/weather-cli, imported", "2025-09-14T10:02:11+00:00"),
+        ("user", "[Codex, 2025-09-14] Why does `weather --city Zürich` print the temperature in Fahrenheit?",
+         "2025-09-14T10:02:20+00:00"),
+        ("note", '[Codex called shell] {"command":["bash","-lc","rg -n units src/"],"workdir":"/home/ana/src/weather-cli"}',
+         "2025-09-14T10:02:25+00:00"),
+        ("note", "[shell returned to Codex] src/config.rs:12:    units: Units::Imperial,\n", "2025-09-14T10:02:25+00:00"),
+        ("note", "[Codex replied] `src/config.rs` defaults `units` to `Units::Imperial`. Set it to `Units::Metric`, or "
+                 "pass `--units metric`.", "2025-09-14T10:02:31+00:00"),
+        ("user", "[Codex, 2025-09-14] Make metric the default and export WEATHER_API_TOKEN=[redacted] in the README "
+                 "example.", "2025-09-14T10:05:00+00:00"),
+        ("note", "[Codex replied] Done: metric is the default; the README reads the token from the environment instead "
+                 "of showing one.", "2025-09-14T10:05:09+00:00"),
+    ]
+
+
+def test_the_format_is_told_from_the_content_and_a_folder_is_searched():
+    assert [c.source for c in parse_bytes(CLAUDE.read_bytes(), "x.json")] == ["claude"] * 3
+    assert [c.source for c in parse_bytes(CODEX.read_bytes(), "x.jsonl")] == ["codex"]
+    found = read_path(DATA / "claude-code")
+    assert [len(f.conversations) for f in found] == [0, 1]  # a log holding only a summary gives none
+    with pytest.raises(SourceError, match="not a ChatGPT or Claude export"):
+        parse_bytes(b"just some notes\n", "notes.txt")
+
+
+def test_keys_are_durable_source_ids_and_known_ones_are_left_out():
+    kyoto = parse_chatgpt(CHATGPT.read_bytes())[1]
+    items = conversation_items(kyoto, set())
+    cid = "67c3f1d2-8a4e-8000-9b1c-2f3e4d5c6b7a"
+    assert [i.key for i in items] == [f"chat:chatgpt:{cid}"] + [f"chat:chatgpt:{cid}:{m}" for m in
+                                                                 ("u1", "r1", "u2b", "r2b")]
+    assert conversation_items(kyoto, {i.key for i in items}) == []
+    # a conversation that went on since: a note says so, then only the new messages
+    later = conversation_items(kyoto, {i.key for i in items[:3]}, last="chat:codex:other:line-1")
+    assert [(i.kind, i.text[:60], i.key) for i in later] == [
+        ("note", 'ChatGPT conversation "Trip to Kyoto", from 2025-03-02, conti', f"chat:chatgpt:{cid}:+u2b"),
+        ("user", "[ChatGPT, 2025-03-02] [image]\nHere is my rail pass. How much", f"chat:chatgpt:{cid}:u2b"),
+        ("note", "[ChatGPT replied] The flat city-bus fare is 230 yen, so 460 ", f"chat:chatgpt:{cid}:r2b")]
+    # a run interrupted inside this conversation goes on without that note
+    resumed = conversation_items(kyoto, {i.key for i in items[:3]}, last=items[2].key)
+    assert [i.key for i in resumed] == [i.key for i in items[3:]]
+
+
+def test_since_drops_what_was_said_before_it():
+    from datetime import datetime, timezone
+
+    kyoto = parse_chatgpt(CHATGPT.read_bytes())[1]
+    after = records([kyoto], since=datetime(2025, 3, 2, 9, 17, tzinfo=timezone.utc))
+    assert [text[:30] for _, text, _ in after] == [
+        'ChatGPT conversation "Trip to ', "[ChatGPT, 2025-03-02] [image]\n", "[ChatGPT replied] The flat cit"]
+    assert records([kyoto], since=datetime(2026, 1, 1, tzinfo=timezone.utc)) == []
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_a_zip_export_is_read_in_memory_and_its_member_names_never_become_paths(tmp_path):
+    archive = tmp_path / "export.zip"
+    archive.write_bytes(_zip({"../../evil/conversations.json": CHATGPT.read_bytes(), "user.json": b"{}",
+                              "file-Qw3rTy-rail-pass.png": b"\x89PNG"}))
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    (found,) = read_path(archive)
+    assert found.origin == f"{archive}:../../evil/conversations.json"
+    assert [c.title for c in found.conversations] == ["Sourdough starter and a deploy key", "Trip to Kyoto", "New chat"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert not (tmp_path.parent / "evil").exists()
+
+
+def test_a_member_over_the_limit_and_a_bomb_are_refused_with_a_clear_message(tmp_path, monkeypatch):
+    from everchat.actors.chat_sources import _files
+
+    monkeypatch.setattr(_files, "MAX_BYTES", 10_000)
+    bomb = tmp_path / "bomb.zip"
+    bomb.write_bytes(_zip({"conversations.json": b"[" + b" " * 1_000_000 + b"]"}))
+    assert bomb.stat().st_size < 10_000  # small on disk, a million bytes inside
+    with pytest.raises(SourceError, match=r"conversations.json declares 1,000,002 bytes, over the 10,000-byte limit"):
+        read_path(bomb)
+    # a member that holds more than it declares (its header edited): caught while read
+    lying = bytearray(_zip({"conversations.json": b"[" + b" " * 5000 + b"]"}))
+    central = lying.rfind(b"PK\x01\x02")
+    lying[central + 24:central + 28] = (100).to_bytes(4, "little")  # the declared size, in the central directory
+    (tmp_path / "lying.zip").write_bytes(bytes(lying))
+    with pytest.raises(SourceError, match="lying.zip:conversations.json (holds more than the 100 bytes it declares|"
+                                          "cannot be read)"):
+        read_path(tmp_path / "lying.zip")
+    big = tmp_path / "conversations.json"
+    big.write_bytes(b"[" + b" " * 20_000 + b"]")
+    with pytest.raises(SourceError, match="is 20,002 bytes, over the 10,000-byte limit"):
+        read_path(big)
+
+
+def test_every_public_name_is_exported():
+    assert set(chat_sources.__all__) <= set(dir(chat_sources))
+    assert json.loads(CHATGPT.read_bytes())  # the sample is plain JSON
