@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -165,6 +166,15 @@ def _plans(conversations: list, known: set[str], last: str | None, args) -> list
     return out
 
 
+def _as_items(plans: list[tuple[str, list]]) -> Iterator[tuple[int, dict]]:
+    """What `import_summarized` logs: (bytes so far, the message) in order."""
+    done = 0
+    for _, items in plans:
+        for item in items:
+            done += len(item.text.encode())
+            yield done, {"kind": item.kind, "text": item.text, "key": item.key, "meta": item.meta, "date": item.date}
+
+
 def _confirmed(what: str) -> bool:
     try:
         answer = input(f"{what} [y/N] ")
@@ -210,13 +220,7 @@ def run_import_chats(args: argparse.Namespace) -> int:
         from everchat.actors.chat_sources import imported_ids
 
         known_now, last_now = imported_ids(_known_keys(store))
-        done, out = 0, []
-        for _, items in _plans(conversations, known_now, last_now, args):
-            for item in items:
-                done += len(item.text.encode())
-                out.append((done, {"kind": item.kind, "text": item.text, "key": item.key, "meta": item.meta,
-                                   "date": item.date}))
-        return out
+        return _as_items(_plans(conversations, known_now, last_now, args))
 
     what = f"{len(plans)} conversation{'s' * (len(plans) != 1)}"
     return import_summarized(args, "importing chats", figures.bytes, plan, count, lambda: count.said(what))

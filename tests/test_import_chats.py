@@ -251,3 +251,49 @@ def test_done_when_the_demo_model_finds_an_imported_conversation_through_zoom(tm
     assert main(["--demo", "ask", "Which deque method fixed the tile cache evict bug?", "--data-dir", str(chat)]) == 0
     reply = capsys.readouterr().out
     assert "popleft()" in reply and "(I zoomed " in reply, reply
+
+
+def test_ctrl_c_keeps_what_is_logged_and_the_same_command_then_finishes(tmp_path, capsys, monkeypatch):
+    """Reusing `import`'s machinery: the first Ctrl-C commits the messages in hand and stops
+    with status 130; the rerun logs the rest, each once."""
+    from everchat.frontends import commands_import_chats
+
+    chat = tmp_path / "chat"
+    export = tmp_path / "conversations.json"
+    total = ferns_export(export, 6, 3)
+    real = commands_import_chats._as_items
+
+    def interrupted(plans):
+        for n, item in enumerate(real(plans)):
+            if n == 20:
+                os.kill(os.getpid(), signal.SIGINT)  # as a person's Ctrl-C: noted, not raised
+            yield item
+
+    monkeypatch.setattr(commands_import_chats, "_as_items", interrupted)
+    assert main(["--demo", "import-chats", str(export), "--yes", "--data-dir", str(chat)]) == 130
+    err = capsys.readouterr().err
+    first = len(records(chat))
+    assert 0 < first < total
+    assert f"everchat: import interrupted after {first} messages; run the same command again" in err
+    monkeypatch.setattr(commands_import_chats, "_as_items", real)
+    assert main(["--demo", "import-chats", str(export), "--yes", "--data-dir", str(chat)]) == 0
+    keys = [r.key for r in records(chat)]
+    assert len(keys) == total == len(set(keys))
+
+
+def test_the_progress_bar_says_how_long_the_rest_should_take():
+    from everchat.frontends.progress import Progress
+
+    now = [100.0]
+    stream = io.StringIO()
+    bar = Progress("importing chats", 4000, stream, eta=True, clock=lambda: now[0])
+    now[0] += 30.0
+    bar.update(1000, "10 messages")
+    now[0] += 100.0
+    bar.update(2000, "20 messages")
+    bar.finish(4000, "40 messages")
+    assert stream.getvalue().splitlines() == [
+        "importing chats [######..................]  25% 1000 B of 3.9 KB ETA 1m30s 10 messages",
+        "importing chats [############............]  50% 2.0 KB of 3.9 KB ETA 2m10s 20 messages",
+        "importing chats [########################] 100% 3.9 KB of 3.9 KB 40 messages",
+    ]
