@@ -148,6 +148,8 @@ def _read(paths: list[Path]) -> tuple[list, list[str]]:
             raise UsageError(f"{error}") from None
         for one in found:
             conversations.extend(one.conversations)
+            if one.skipped:
+                said.append(f"skipped {one.skipped}")
         count = sum(len(one.conversations) for one in found)
         said.append(f"{path}: {count} conversation{'s' * (count != 1)} in {len(found)} file{'s' * (len(found) != 1)}")
     far = datetime.max.replace(tzinfo=timezone.utc)

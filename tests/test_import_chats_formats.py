@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -139,6 +140,17 @@ def test_the_format_is_told_from_the_content_and_a_folder_is_searched():
     assert [len(f.conversations) for f in found] == [0, 1]  # a log holding only a summary gives none
     with pytest.raises(SourceError, match="not a ChatGPT or Claude export"):
         parse_bytes(b"just some notes\n", "notes.txt")
+
+
+def test_a_folder_skips_files_that_hold_no_chat_and_says_why(tmp_path):
+    shutil.copytree(DATA / "codex", tmp_path / "logs")
+    (tmp_path / "logs" / "metrics.jsonl").write_text('{"cpu": 0.4}\n', encoding="utf-8")
+    found = read_path(tmp_path / "logs")
+    assert [(Path(f.origin).name, len(f.conversations), bool(f.skipped)) for f in found] == [
+        ("metrics.jsonl", 0, True), (CODEX.name, 1, False)]
+    assert "not a ChatGPT or Claude export, nor a Claude Code or Codex session log" in found[0].skipped
+    with pytest.raises(SourceError):
+        read_path(tmp_path / "logs" / "metrics.jsonl")  # named alone, it must be a chat
 
 
 def test_keys_are_durable_source_ids_and_known_ones_are_left_out():

@@ -31,9 +31,11 @@ _READ = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """One file's conversations, and where they came from (for the preview)."""
+    """One file's conversations, and where they came from (for the preview). A file of a
+    folder that holds no chat of a known format has none and says why in `skipped`."""
     origin: str  # the file, or `archive.zip:member`
     conversations: list[Conversation]
+    skipped: str = ""
 
 
 def default_paths(home: Path | None = None) -> list[Path]:
@@ -128,12 +130,23 @@ def _read_zip(path: Path) -> list[Found]:
     return found
 
 
+def _in_folder(path: Path) -> Found:
+    """A file found in a folder: one that is not a chat of a known format is skipped (a
+    folder may hold other `.jsonl` files); one over the size limit is still refused."""
+    data = _read_file(path)
+    try:
+        return Found(str(path), parse_bytes(data, str(path)))
+    except SourceError as error:
+        return Found(str(path), [], str(error))
+
+
 def read_path(path: Path) -> list[Found]:
     """Every conversation under `path` (a ZIP, a JSON or JSONL file, or a folder searched
-    for `conversations.json` and `*.jsonl`), file by file in name order."""
+    for `conversations.json` and `*.jsonl`), file by file in name order. A file named
+    alone must be a chat (SourceError otherwise); in a folder, others are skipped."""
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and (p.suffix == ".jsonl" or p.name == "conversations.json"))
-        return [Found(str(p), parse_bytes(_read_file(p), str(p))) for p in files]
+        return [_in_folder(p) for p in files]
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")
     if zipfile.is_zipfile(path):
