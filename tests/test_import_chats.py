@@ -297,3 +297,34 @@ def test_the_progress_bar_says_how_long_the_rest_should_take():
         "importing chats [############............]  50% 2.0 KB of 3.9 KB ETA 2m10s 20 messages",
         "importing chats [########################] 100% 3.9 KB of 3.9 KB 40 messages",
     ]
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the server stops at SIGINT, as at a Ctrl-C
+
+
+def test_r5_import_chats_attaches_to_a_running_serve_and_logs_through_it(tmp_path):
+    """One chat, one server: the import logs through the server's log writer (the lock
+    stays the server's) and its pool summarizes as it goes."""
+    chat = tmp_path / "chat"
+    cli = [sys.executable, "-m", "everchat.frontends.cli", "--data-dir", str(chat)]
+    server = subprocess.Popen([*cli, "--demo", "serve", "--workers", "1"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
+    try:
+        assert server.stdout.readline().startswith("everchat: serving"), server.stderr.read()
+        done = subprocess.run([*cli, "--demo", "import-chats", str(CHATGPT), "--yes"], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith(f"everchat: attached to the running chat (pid {server.pid})\n")
+        assert "imported 2 conversations: 8 messages, messages 0-7" in done.stdout
+        assert [r.date for r in records(chat)][:2] == ["2025-03-02T09:15:30+00:00", "2025-03-02T09:15:30+00:00"]
+        assert server.poll() is None
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGINT)
+        try:
+            server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+    assert server.returncode == 0
