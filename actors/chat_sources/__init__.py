@@ -12,7 +12,8 @@ from ._chatgpt import parse_chatgpt
 from ._claude import parse_claude
 from ._files import MAX_BYTES, Found, default_paths, parse_bytes, read_path
 from ._plan import Item, conversation_items, imported_ids, source_prefix
-from ._sessions import parse_claude_code, parse_codex
+from ._claude_code import parse_claude_code
+from ._codex import parse_codex
 from ._types import APPS, ChatMessage, Conversation, SourceError
 
 __all__ = [

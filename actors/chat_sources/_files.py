@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ._chatgpt import looks_like_chatgpt, parse_chatgpt
 from ._claude import looks_like_claude, parse_claude
-from ._sessions import looks_like_claude_code, looks_like_codex, parse_claude_code, parse_codex
+from ._claude_code import looks_like_claude_code, parse_claude_code
+from ._codex import looks_like_codex, parse_codex
 from ._types import Conversation, SourceError
 
 __all__ = ["MAX_BYTES", "Found", "default_paths", "read_path", "parse_bytes"]
