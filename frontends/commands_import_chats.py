@@ -158,13 +158,18 @@ def _read(paths: list[Path]) -> tuple[list, list[str]]:
 
 
 def _plans(conversations: list, known: set[str], last: str | None, args) -> list[tuple[str, list]]:
-    from everchat.actors.chat_sources import conversation_items
+    """Each conversation's items to log; a message two files hold (a resumed Claude Code
+    session's copies) is planned once."""
+    from everchat.actors.chat_sources import conversation_items, remember
 
+    known = set(known)
     out = []
     for conv in conversations:
         items = conversation_items(conv, known, last, with_tools=args.with_tools, since=args.since_moment)
         if items:
             out.append((conv.app, items))
+        for item in items:
+            remember(known, item.key)
     return out
 
 

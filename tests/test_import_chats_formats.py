@@ -227,3 +227,31 @@ def test_a_member_over_the_limit_and_a_bomb_are_refused_with_a_clear_message(tmp
 def test_every_public_name_is_exported():
     assert set(chat_sources.__all__) <= set(dir(chat_sources))
     assert json.loads(CHATGPT.read_bytes())  # the sample is plain JSON
+
+
+def test_a_resumed_claude_code_session_logs_the_messages_it_copied_once():
+    """Claude Code starts a resumed session's log with copies of the earlier messages (their
+    uuids kept): a message is known by its uuid whichever log holds it."""
+    from everchat.actors.chat_sources import imported_ids, remember
+
+    (first,) = parse_claude_code(CLAUDE_CODE.read_bytes())
+    lines = CLAUDE_CODE.read_text(encoding="utf-8").splitlines()[:-1]  # without the torn line
+    resumed = [line.replace("5e7a9c1b-2d3f-4a6b-8c0d-1e2f3a4b5c6d", "7d6c5b4a-0000-4111-8222-933344445555")
+               for line in lines]
+    resumed.append(json.dumps({"parentUuid": "c0000000-0000-4000-8000-00000000000b", "isSidechain": False,
+                               "type": "user", "sessionId": "7d6c5b4a-0000-4111-8222-933344445555",
+                               "cwd": "/home/ana/src/tilemap", "uuid": "c0000000-0000-4000-8000-00000000000c",
+                               "timestamp": "2025-08-05T09:00:00.000Z",
+                               "message": {"role": "user", "content": "Now make the cache size configurable."}}))
+    (second,) = parse_claude_code("\n".join(resumed).encode())
+    known: set[str] = set()
+    for item in conversation_items(first, set()):
+        remember(known, item.key)
+    again = conversation_items(second, known)
+    assert [(i.kind, i.text) for i in again] == [
+        ("note", 'Claude Code session "Fix the tile cache eviction bug", from 2025-08-04, in /home/ana/src/tilemap, '
+                 "imported"),
+        ("user", "[Claude Code, 2025-08-05] Now make the cache size configurable.")]
+    # the same from the log's keys, as a later run reads them
+    known_later, _ = imported_ids([i.key for i in conversation_items(first, set())])
+    assert [i.text for i in conversation_items(second, known_later)][1:] == [again[1].text]

@@ -22,7 +22,8 @@ answers a resent key within its horizon (a retry logs once); a rerun reads the k
 every imported record first (`imported_ids`) and plans only what is not among them, so
 importing again brings only what is newer, past the horizon too. A conversation that
 gained messages since its import gets a note saying it continues, unless the log's last
-imported record is already its own (a run that was interrupted inside it).
+imported record is already its own (a run that was interrupted inside it). A Claude Code
+message is known by its uuid in whatever session log it was logged from (`remember`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from everchat.actors.store import MAX_TEXT_BYTES, clip_echo
 
 from ._types import ChatMessage, Conversation
 
-__all__ = ["Item", "conversation_items", "imported_ids", "source_prefix", "KEY_PREFIX"]
+__all__ = ["Item", "conversation_items", "imported_ids", "remember", "source_prefix", "KEY_PREFIX"]
 
 KEY_PREFIX = "chat:"
 _MAX_ID = 200  # longer ids are shortened to a digest, so a key stays well within the store's limit
@@ -69,12 +70,29 @@ def _key(conv: Conversation, message: ChatMessage) -> str:
     return f"{_head_key(conv)}:{_id(message.id)}"
 
 
+def _alias(key: str) -> str | None:
+    """A Claude Code message's id whatever session log holds it: a resumed session's log
+    starts with copies of the earlier session's messages, under their own uuids."""
+    parts = key.split(":")
+    if len(parts) == 4 and parts[1] == "claude-code" and not parts[3].startswith("+"):
+        return f"{KEY_PREFIX}claude-code:uuid:{parts[3]}"
+    return None
+
+
+def remember(known: set[str], key: str) -> None:
+    """Add a logged (or planned) key to `known`, with its alias."""
+    known.add(key)
+    alias = _alias(key)
+    if alias is not None:
+        known.add(alias)
+
+
 def imported_ids(keys: Iterable[str | None]) -> tuple[set[str], str | None]:
     """The source ids among the chat's keys (every record's, in log order) and the last."""
     known, last = set(), None
     for key in keys:
         if key and key.startswith(KEY_PREFIX):
-            known.add(key)
+            remember(known, key)
             last = key
     return known, last
 
@@ -127,7 +145,7 @@ def conversation_items(conv: Conversation, known: set[str], last: str | None = N
         if since is not None and moment is not None and moment < since:
             continue
         key = _key(conv, message)
-        if key in known:
+        if key in known or _alias(key) in known:
             continue
         kind, text = _render(conv, message)
         body.append(Item(kind, _bounded(redact(text)), key, meta, _iso(moment)))
