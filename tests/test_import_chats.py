@@ -147,6 +147,10 @@ def test_a_dry_run_says_what_it_would_import_and_writes_nothing(tmp_path, capsys
     assert out.endswith("dry run: nothing was written\n")
     assert main(["import-chats", str(CHATGPT), "--dry-run", "--data-dir", str(tmp_path / "new")]) == 0
     assert not (tmp_path / "new").exists()
+    capsys.readouterr()
+    assert main(["import-chats", str(CHATGPT), "--since", "2025-03-05", "--dry-run", "--data-dir", str(chat)]) == 0
+    assert "  ChatGPT: 1 conversation, 3 messages\n" in capsys.readouterr().out  # the sourdough one, its note too
+    assert folder_bytes(chat) == before
 
 
 def test_without_yes_it_asks_and_a_no_logs_nothing(tmp_path, capsys, monkeypatch):

@@ -255,3 +255,19 @@ def test_a_resumed_claude_code_session_logs_the_messages_it_copied_once():
     # the same from the log's keys, as a later run reads them
     known_later, _ = imported_ids([i.key for i in conversation_items(first, set())])
     assert [i.text for i in conversation_items(second, known_later)][1:] == [again[1].text]
+
+
+def test_an_older_codex_rollout_without_payloads_is_read_too():
+    old = "\n".join(json.dumps(line) for line in [
+        {"id": "5f1c2d3e-aaaa-4bbb-8ccc-0123456789ab", "timestamp": "2025-04-30T16:20:00.000Z", "instructions": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List the TODOs in main.go"}]},
+        {"type": "reasoning", "summary": [], "encrypted_content": "gAAAA"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "There are two TODOs."}]},
+    ]).encode()
+    (session,) = parse_bytes(old, "rollout-2025-04-30T16-20-00-5f1c2d3e.jsonl")
+    assert (session.source, session.id, session.title) == ("codex", "5f1c2d3e-aaaa-4bbb-8ccc-0123456789ab",
+                                                         "List the TODOs in main.go")
+    assert [(i.kind, i.text, i.date) for i in conversation_items(session, set())][1:] == [
+        ("user", "[Codex, 2025-04-30] List the TODOs in main.go", "2025-04-30T16:20:00+00:00"),
+        ("note", "[Codex replied] There are two TODOs.", "2025-04-30T16:20:00+00:00")]
