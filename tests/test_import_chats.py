@@ -229,6 +229,12 @@ def test_a_killed_import_run_again_logs_every_message_once_in_order(tmp_path):
         expected += [f"chat:chatgpt:ferns-{c:04d}:m{k}" for k in range(10)]
     assert keys == expected  # in order, the interrupted conversation going on without a second heading
     assert pending(chat) == 0
+    # R19: summarized as it went, so the view ends within its budget (as `import`'s does)
+    from everchat.actors.chat import Chat
+
+    with Chat.open(chat, writer=False) as reader:
+        status = reader.status()
+    assert status["view_bytes"] <= 128_000 < sum(len(r.text.encode()) for r in final)
 
 
 def _ask_works_before_the_devices_hub(monkeypatch) -> None:
