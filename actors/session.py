@@ -316,6 +316,11 @@ class ChatSession:
         lost log writer), so its first id lies before `count_messages()` of the call."""
         return self._ask("log_writer", schema.AppendMany(items=list(items)), timeout=timeout).ids
 
+    def put_asset(self, data: bytes) -> str:
+        """Store an image (R9: PNG, JPEG, GIF or WebP, at most 5 MB) and return its digest, to
+        name in an append's `images`; storing the same bytes again changes nothing."""
+        return self._ask("log_writer", schema.PutAsset(data=data), timeout=_ASK_SECONDS).digest
+
     def wait_backlog(self, at_most: int, timeout: float) -> schema.Idle:
         """Once at most `at_most` compactions are ready but not handed out (a bulk
         import's flow control); `Idle` says how many run and wait."""

@@ -325,7 +325,8 @@ def import_summarized(args: argparse.Namespace, label: str, size: int,
     `import-chats` share it. `plan` gets the chat's store, read-only, opened once the
     session holds the chat, reads it before it returns (the store closes then), and
     returns an iterable (lazy, so a file is never held whole in memory) of (progress out
-    of `size`, a message to log as `{"kind", "text", "key", "meta"[, "date"]}`, or None
+    of `size`, a message to log as `{"kind", "text", "key", "meta"[, "date"][, "images"]}`
+    (images as bytes, stored first, R9), or None
     for one logged before). Every
     message carries a key, so a repeat after a lost log writer logs it once (P4)."""
     from everchat.actors.store import ChatStore
@@ -385,8 +386,9 @@ def import_summarized(args: argparse.Namespace, label: str, size: int,
             # The session repeats these when the log writer is lost and runs again (P4):
             # the parts are keyed, so a repeat logs each once and `before` tells them apart.
             before = session.count_messages()
-            appends = [schema.Append(kind=item["kind"], text=item["text"], key=item["key"], images=[],
-                                   meta=item["meta"], date=item.get("date")) for item in batch]
+            appends = [schema.Append(kind=item["kind"], text=item["text"], key=item["key"],
+                                     images=[session.put_asset(data) for data in item.get("images", ())],
+                                     meta=item["meta"], date=item.get("date")) for item in batch]
             count.add(session.append_many(appends, timeout=_WAIT_SECONDS), before)
 
         try:

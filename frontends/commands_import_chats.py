@@ -79,6 +79,7 @@ class Estimate:
     messages: int = 0
     records: int = 0  # messages once R8 cut the long ones
     bytes: int = 0
+    images: int = 0
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -86,7 +87,8 @@ class Estimate:
     def lines(self) -> list[str]:
         out = [f"  {app}: {c} conversation{'s' * (c != 1)}, {m} message{'s' * (m != 1)}"
                for app, (c, m) in self.apps.items()]
-        out.append(f"  {self.records} records, {self.bytes:,} bytes")
+        images = f", {self.images} image{'s' * (self.images != 1)}" if self.images else ""
+        out.append(f"  {self.records} records, {self.bytes:,} bytes{images}")
         out.append(f"  summaries: up to about {self.calls:,} model calls, about {self.input_tokens:,} input and "
                    f"{self.output_tokens:,} output tokens")
         return out
@@ -108,6 +110,7 @@ def estimate(plans: list[tuple[str, list]]) -> Estimate:
             out.messages += 1
             out.records += parts
             out.bytes += size
+            out.images += len(item.images)
             line = len(item.kind.encode()) + 2 + size  # "kind: text" (R11)
             leaves_to_build += parts if line > NODE_BYTES else 0
     out.calls = leaves_to_build + max(0, out.records - 1)
@@ -179,7 +182,8 @@ def _as_items(plans: list[tuple[str, list]]) -> Iterator[tuple[int, dict]]:
     for _, items in plans:
         for item in items:
             done += len(item.text.encode())
-            yield done, {"kind": item.kind, "text": item.text, "key": item.key, "meta": item.meta, "date": item.date}
+            yield done, {"kind": item.kind, "text": item.text, "key": item.key, "meta": item.meta, "date": item.date,
+                         "images": item.images}
 
 
 def _confirmed(what: str) -> bool:

@@ -105,6 +105,8 @@ def test_r1_r3_an_import_logs_each_conversation_named_then_its_messages_with_the
     assert pending(chat) == 0  # summarized as it went
     with ChatStore.open(chat, writer=False) as store:
         assert store.check()["messages"] == 14
+        (digest,) = logged[12].images  # R9: the screenshot pasted into Claude Code
+        assert store.asset(digest)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_importing_again_adds_nothing_and_a_grown_export_adds_only_what_is_new(tmp_path, capsys, monkeypatch):
@@ -143,7 +145,7 @@ def test_a_dry_run_says_what_it_would_import_and_writes_nothing(tmp_path, capsys
     out = capsys.readouterr().out
     assert folder_bytes(chat) == before
     assert (f"to import into {chat}:\n  ChatGPT: 2 conversations, 8 messages\n  Claude Code: 1 conversation, "
-            "6 messages\n  14 records, 1,413 bytes\n  summaries: up to about 13 model calls") in out
+            "6 messages\n  14 records, 1,413 bytes, 1 image\n  summaries: up to about 13 model calls") in out
     assert out.endswith("dry run: nothing was written\n")
     assert main(["import-chats", str(CHATGPT), "--dry-run", "--data-dir", str(tmp_path / "new")]) == 0
     assert not (tmp_path / "new").exists()

@@ -6,6 +6,7 @@ redacted (tests/data/import_chats/, written for these tests).
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import shutil
@@ -23,6 +24,8 @@ CHATGPT = DATA / "chatgpt" / "conversations.json"
 CLAUDE = DATA / "claude" / "conversations.json"
 CLAUDE_CODE = DATA / "claude-code" / "projects" / "-home-ana-src-tilemap" / "5e7a9c1b-2d3f-4a6b-8c0d-1e2f3a4b5c6d.jsonl"
 CODEX = next((DATA / "codex").rglob("rollout-*.jsonl"))
+# a 1x1 PNG, the image the Claude Code sample holds
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP438AAAAQBAYDFKhhdAAAAAElFTkSuQmCC")
 
 
 def records(conversations, with_tools=False, since=None) -> list[tuple[str, str, str | None]]:
@@ -192,13 +195,32 @@ def _zip(members: dict[str, bytes]) -> bytes:
 def test_a_zip_export_is_read_in_memory_and_its_member_names_never_become_paths(tmp_path):
     archive = tmp_path / "export.zip"
     archive.write_bytes(_zip({"../../evil/conversations.json": CHATGPT.read_bytes(), "user.json": b"{}",
-                              "file-Qw3rTy-rail-pass.png": b"\x89PNG"}))
+                              "file-Qw3rTy-rail-pass.png": PNG}))
     before = sorted(p.name for p in tmp_path.rglob("*"))
     (found,) = read_path(archive)
     assert found.origin == f"{archive}:../../evil/conversations.json"
     assert [c.title for c in found.conversations] == ["Sourdough starter and a deploy key", "Trip to Kyoto", "New chat"]
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
     assert not (tmp_path.parent / "evil").exists()
+    # R9: the image the question named is read from its member and logged with it
+    question = [i for i in conversation_items(found.conversations[1], set()) if "rail pass" in i.text]
+    assert [i.images for i in question] == [(PNG,)]
+
+
+def test_r9_images_a_log_holds_go_with_their_message_and_others_are_left_out():
+    (session,) = parse_claude_code(CLAUDE_CODE.read_bytes())
+    with_image = [i for i in conversation_items(session, set()) if i.images]
+    assert [(i.text[-7:], i.images) for i in with_image] == [("[image]", (PNG,))]
+    assert parse_chatgpt(CHATGPT.read_bytes())[1].messages[2].pointers == ("file-Qw3rTy",)
+    # not an image of R9's four types: the text keeps saying [image], nothing is attached
+    line = {"timestamp": "2025-09-14T10:02:20.002Z", "type": "response_item", "payload": {
+        "type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "What is in these?"},
+            {"type": "input_image", "image_url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+            {"type": "input_image", "image_url": "data:image/bmp;base64," + base64.b64encode(b"BM" + bytes(60)).decode()}]}}
+    (codex,) = parse_codex(json.dumps(line).encode())
+    (item,) = conversation_items(codex, set())[1:]
+    assert (item.text, item.images) == ("[Codex, 2025-09-14] What is in these?\n[image]\n[image]", (PNG,))
 
 
 def test_a_member_over_the_limit_and_a_bomb_are_refused_with_a_clear_message(tmp_path, monkeypatch):

@@ -6,7 +6,8 @@ person kept (the one the app shows). Only that branch is read: from `current_nod
 through `parent` to the root, then reversed. A message has `author.role` (system, user,
 assistant, tool), `create_time` (seconds since the epoch, a float, sometimes null),
 `content.content_type` with `parts` (text, multimodal_text) or `text` (code,
-execution_output), `recipient` (not "all" when the assistant calls a tool) and
+execution_output; an image part names its file in the export, `file-service://file-…` or
+`sediment://file_…`, which the ZIP reader finds), `recipient` (not "all" when the assistant calls a tool) and
 `metadata.is_visually_hidden_from_conversation` for the system's hidden context.
 Reasoning (`thoughts`, `reasoning_recap`) is never read (R6).
 """
@@ -28,7 +29,8 @@ def looks_like_chatgpt(data: Any) -> bool:
     return isinstance(data, list) and any(isinstance(c, dict) and "mapping" in c for c in data[:5])
 
 
-def _parts(parts: Any) -> str:
+def _parts(parts: Any, pointers: list[str]) -> str:
+    """The parts' text; each image's asset pointer (its file in the export) goes to `pointers`."""
     out = []
     for part in parts if isinstance(parts, list) else []:
         if isinstance(part, str):
@@ -37,6 +39,9 @@ def _parts(parts: Any) -> str:
             kind = part.get("content_type", "")
             if kind == "image_asset_pointer":
                 out.append("[image]")
+                pointer = part.get("asset_pointer")
+                if isinstance(pointer, str) and "://" in pointer:
+                    pointers.append(pointer.split("://", 1)[1])
             elif kind == "audio_transcription" and isinstance(part.get("text"), str):
                 out.append(part["text"])
             elif kind in ("audio_asset_pointer", "real_time_user_audio_video_asset_pointer"):
@@ -54,8 +59,9 @@ def _message(node_id: str, message: dict) -> ChatMessage | None:
         return None
     if metadata.get("is_visually_hidden_from_conversation"):
         return None
+    pointers: list[str] = []
     if "parts" in content:
-        text = _parts(content.get("parts"))
+        text = _parts(content.get("parts"), pointers)
     elif kind == "tether_browsing_display":
         text = content.get("result") or content.get("summary") or ""
     elif isinstance(content.get("text"), str):
@@ -68,7 +74,7 @@ def _message(node_id: str, message: dict) -> ChatMessage | None:
     message_id = str(message.get("id") or node_id)
     recipient = message.get("recipient") or "all"
     if role == "user":
-        return ChatMessage(message_id, "user", text, date)
+        return ChatMessage(message_id, "user", text, date, pointers=tuple(pointers))
     if role == "assistant":
         if recipient != "all":
             return ChatMessage(message_id, "tool_call", text, date, recipient)

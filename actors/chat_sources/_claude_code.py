@@ -16,7 +16,7 @@ A torn last line (a session being written) and other unreadable lines are skippe
 from __future__ import annotations
 
 from ._jsonl import json_lines, title_of
-from ._types import ChatMessage, Conversation, block_text, tool_input, when
+from ._types import ChatMessage, Conversation, base64_image, block_text, tool_input, when
 
 __all__ = ["parse_claude_code", "looks_like_claude_code"]
 
@@ -64,6 +64,7 @@ def _claude_code_messages(entry: dict, tools: dict[str, str]) -> list[ChatMessag
             continue
         kind = block.get("type")
         piece: tuple[str, str, str] | None = None
+        image = None
         if kind == "text" and isinstance(block.get("text"), str):
             text = block["text"]
             if role == "user" and text.lstrip().startswith(_NOT_SAID):
@@ -71,6 +72,7 @@ def _claude_code_messages(entry: dict, tools: dict[str, str]) -> list[ChatMessag
             piece = (role, text, "")
         elif kind == "image":
             piece = (role, "[image]", "")
+            image = base64_image((block.get("source") or {}).get("data"))
         elif kind == "tool_use":
             name = str(block.get("name") or "tool")
             tools[str(block.get("id"))] = name
@@ -79,11 +81,13 @@ def _claude_code_messages(entry: dict, tools: dict[str, str]) -> list[ChatMessag
             piece = ("tool_result", block_text(block.get("content")), tools.get(str(block.get("tool_use_id")), "tool"))
         if piece is None or not piece[1].strip():
             continue
+        images = (image,) if image else ()
         if out and piece[0] in ("user", "assistant") and out[-1].role == piece[0]:
-            out[-1] = ChatMessage(out[-1].id, piece[0], out[-1].text + "\n" + piece[1], date)
+            out[-1] = ChatMessage(out[-1].id, piece[0], out[-1].text + "\n" + piece[1], date,
+                                  images=out[-1].images + images)
             continue
         k = len(out)
-        out.append(ChatMessage(base if k == 0 else f"{base}#{k}", piece[0], piece[1], date, piece[2]))
+        out.append(ChatMessage(base if k == 0 else f"{base}#{k}", piece[0], piece[1], date, piece[2], images))
     return out
 
 

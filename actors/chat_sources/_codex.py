@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from ._jsonl import first_line, json_lines, title_of
-from ._types import ChatMessage, Conversation, block_text, tool_input, when
+from ._types import ChatMessage, Conversation, base64_image, block_text, tool_input, when
 
 __all__ = ["parse_codex", "looks_like_codex"]
 
@@ -32,7 +32,8 @@ def looks_like_codex(data: bytes) -> bool:
     return bool(first) and ("payload" in first or ("instructions" in first and "id" in first))
 
 
-def _codex_text(content: Any) -> str:
+def _codex_text(content: Any, images: list[bytes]) -> str:
+    """The blocks' text; an image's bytes (a `data:` URL) go to `images`."""
     out = []
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict):
@@ -40,6 +41,9 @@ def _codex_text(content: Any) -> str:
                 out.append(block["text"])
             elif block.get("type") == "input_image":
                 out.append("[image]")
+                data = base64_image(block.get("image_url"))
+                if data:
+                    images.append(data)
     return "\n".join(out)
 
 
@@ -76,8 +80,9 @@ def parse_codex(data: bytes, name: str = "") -> list[Conversation]:
         item = payload.get("type")
         date = when(line.get("timestamp") or payload.get("timestamp"))
         piece: tuple[str, str, str] | None = None
+        images: list[bytes] = []
         if item == "message":
-            text = _codex_text(payload.get("content"))
+            text = _codex_text(payload.get("content"), images)
             role = payload.get("role")
             if role == "user" and not text.lstrip().startswith(_CODEX_CONTEXT):
                 piece = ("user", text, "")
@@ -91,7 +96,7 @@ def parse_codex(data: bytes, name: str = "") -> list[Conversation]:
         elif item in ("function_call_output", "custom_tool_call_output"):
             piece = ("tool_result", _codex_output(payload.get("output")), calls.get(str(payload.get("call_id")), "tool"))
         if piece is not None and piece[1].strip():
-            messages.append(ChatMessage(f"line-{n}", piece[0], piece[1], date, piece[2]))
+            messages.append(ChatMessage(f"line-{n}", piece[0], piece[1], date, piece[2], tuple(images)))
     if not messages:
         return []
     session = str(meta.get("id") or name or "session")

@@ -4,7 +4,8 @@ A path is a ChatGPT or Claude export (the ZIP, or its `conversations.json`), a s
 log (`.jsonl`), or a folder searched for both. A ZIP's members are read in memory
 (`zipfile`, never extracted, so no member's name ever becomes a path here); a member is
 refused when it declares more than `MAX_BYTES` or when what it holds differs from what
-it declares (a ZIP bomb, or a damaged file). The format is told from the content, not
+it declares (a ZIP bomb, or a damaged file). Images a ChatGPT message names are read from
+the export's members. The format is told from the content, not
 the file's name. With no path, the coding agents' logs of this computer are read:
 `~/.claude/projects/**/*.jsonl` and `~/.codex/sessions/**/*.jsonl`.
 """
@@ -15,7 +16,7 @@ import json
 import os
 import stat
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ._chatgpt import looks_like_chatgpt, parse_chatgpt
@@ -112,6 +113,37 @@ def _zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> 
     return b"".join(chunks)
 
 
+def _with_images(archive: zipfile.ZipFile, path: Path, conversations: list[Conversation]) -> list[Conversation]:
+    """ChatGPT's messages with the images their pointers name, read from the export's
+    members (`file-…`/`file_…` followed by `-name.ext` or `.ext`); an image over R9's
+    5 MB is left out (the text still says `[image]`)."""
+    from everchat.actors.store import MAX_ASSET_BYTES
+
+    members = {}
+    for info in archive.infolist():
+        if not info.is_dir():
+            members.setdefault(info.filename.rsplit("/", 1)[-1].split(".", 1)[0], info)
+
+    def member(pointer: str) -> zipfile.ZipInfo | None:
+        exact = members.get(pointer)
+        if exact is not None:
+            return exact
+        return next((info for name, info in members.items() if name.startswith(pointer + "-")), None)
+
+    out = []
+    for conv in conversations:
+        messages = []
+        for message in conv.messages:
+            images = []
+            for pointer in message.pointers:
+                info = member(pointer)
+                if info is not None and info.file_size <= MAX_ASSET_BYTES:
+                    images.append(_zip_member(archive, info, f"{path}:{info.filename}"))
+            messages.append(replace(message, images=message.images + tuple(images)) if images else message)
+        out.append(replace(conv, messages=tuple(messages)))
+    return out
+
+
 def _read_zip(path: Path) -> list[Found]:
     try:
         archive = zipfile.ZipFile(path)
@@ -125,7 +157,7 @@ def _read_zip(path: Path) -> list[Found]:
                 continue
             where = f"{path}:{info.filename}"
             conversations = parse_bytes(_zip_member(archive, info, where), where)
-            found.append(Found(where, conversations))
+            found.append(Found(where, _with_images(archive, path, conversations)))
     if not found:
         raise SourceError(f"{path} holds no conversations.json (a ChatGPT or Claude export has one)")
     return found

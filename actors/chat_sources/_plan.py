@@ -14,7 +14,9 @@ replied]`: never `everchat`, which is Everchat's own voice, so the model never t
 another AI's words for its own. Tool calls and results (only with --with-tools) are
 notes too (`[App called NAME]`, `[NAME returned to App]`): `tool` and `echo` are
 Everchat's own tool calls; a result keeps its two ends as R7 would. Thinking is never
-parsed (R6). Every text (and title and folder) is redacted before it is logged.
+parsed (R6). Every text (and title and folder) is redacted before it is logged. Images a
+message held are logged with it (R9: PNG, JPEG, GIF or WebP of at most 5 MB; others are
+left out, the text still says `[image]`).
 
 Every record carries a durable source id as its key: `chat:<source>:<conversation>` for
 the naming note, `chat:<source>:<conversation>:<message>` for a message. The store
@@ -34,7 +36,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from everchat.actors.redact import redact
-from everchat.actors.store import MAX_TEXT_BYTES, clip_echo
+from everchat.actors.store import MAX_ASSET_BYTES, MAX_TEXT_BYTES, clip_echo, image_type
 
 from ._types import ChatMessage, Conversation
 
@@ -46,12 +48,14 @@ _TEXT_CHARS = MAX_TEXT_BYTES // 4 - 1024  # a text that could be over the store'
 
 
 class Item(NamedTuple):
-    """One message to log (the fields of `schema.Append`, date as ISO with its offset)."""
+    """One message to log (the fields of `schema.Append`, date as ISO with its offset, and
+    the images' bytes, each a PNG, JPEG, GIF or WebP of at most 5 MB, R9)."""
     kind: str
     text: str
     key: str
     meta: dict
     date: str | None
+    images: tuple[bytes, ...] = ()
 
 
 def _id(value: str) -> str:
@@ -148,7 +152,8 @@ def conversation_items(conv: Conversation, known: set[str], last: str | None = N
         if key in known or _alias(key) in known:
             continue
         kind, text = _render(conv, message)
-        body.append(Item(kind, _bounded(redact(text)), key, meta, _iso(moment)))
+        images = tuple(data for data in message.images if len(data) <= MAX_ASSET_BYTES and image_type(data))
+        body.append(Item(kind, _bounded(redact(text)), key, meta, _iso(moment), images))
     if not body:
         return []
     head = _head_key(conv)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["ChatMessage", "Conversation", "SourceError", "APPS", "ROLES", "when", "tool_input", "block_text"]
+__all__ = ["ChatMessage", "Conversation", "SourceError", "APPS", "ROLES", "when", "tool_input", "block_text",
+           "base64_image"]
 
 #: source -> the app's name as the person knows it (what the log's prefixes say)
 APPS = {"chatgpt": "ChatGPT", "claude": "Claude", "claude-code": "Claude Code", "codex": "Codex"}
@@ -30,6 +33,8 @@ class ChatMessage:
     text: str
     date: datetime | None  # aware; None when the app kept no time for it
     name: str = ""  # the tool's name, for tool_call and tool_result
+    images: tuple[bytes, ...] = ()  # images the message held (R9 checks them before they are logged)
+    pointers: tuple[str, ...] = ()  # images it names that live beside it (ChatGPT's export: ZIP members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,20 @@ def when(value: Any) -> datetime | None:
             return None
         return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
     return None
+
+
+def base64_image(data: Any) -> bytes | None:
+    """The bytes of a base64 image (or a `data:` URL holding one); None when it is not."""
+    if not isinstance(data, str) or not data:
+        return None
+    if data.startswith("data:"):
+        head, _, data = data.partition(",")
+        if ";base64" not in head:
+            return None
+    try:
+        return base64.b64decode(data, validate=True)
+    except (ValueError, binascii.Error):
+        return None
 
 
 def tool_input(value: Any) -> str:

@@ -16,6 +16,7 @@ merge records), `view.json`, `compaction-view.json`, `assets/<sha256>`, plus the
 `writer.lock` (R5) and `index/` (derived, rebuilt from the log when missing or wrong).
 """
 
+from ._assets import MAX_ASSET_BYTES, image_type
 from ._errors import (BadInput, ChatDamaged, ChatLocked, CorruptRecord, NotAChat, ReadOnlyStore,
                       StoreBroken, StoreClosed, StoreError)
 from ._lock import OwnerLock
@@ -45,4 +46,6 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "clip_echo",
     "split_text",
+    "MAX_ASSET_BYTES",
+    "image_type",
 ]
