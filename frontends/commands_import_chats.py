@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from everchat.frontends.commands import EXIT_OK, UsageError
+from everchat.frontends.safe_text import printable
 
 __all__ = ["run_import_chats", "add_arguments", "Estimate", "estimate", "parse_since"]
 
@@ -186,6 +187,17 @@ def _as_items(plans: list[tuple[str, list]]) -> Iterator[tuple[int, dict]]:
                          "images": item.images}
 
 
+def _latest(plans: list[tuple[str, list]], shown: int = 5) -> list[str]:
+    """The newest conversations of the import, one line each, newest first (a preview)."""
+    if not plans:
+        return []
+    out = ["  latest:" if len(plans) > shown else "  conversations:"]
+    for app, items in sorted(plans, key=lambda plan: plan[1][-1].date or "", reverse=True)[:shown]:
+        head = items[0].text if items[0].kind == "note" and not items[0].text.startswith("[") else f"{app}: …"
+        out.append(printable(f"    {head.removesuffix(', imported')} ({len(items)} messages)"))
+    return out
+
+
 def _confirmed(what: str) -> bool:
     try:
         answer = input(f"{what} [y/N] ")
@@ -215,6 +227,8 @@ def run_import_chats(args: argparse.Namespace) -> int:
     before = f" ({len(known)} messages imported before are left out)" if known else ""
     print(f"to import into {args.data_dir}{before}:")
     for line in figures.lines():
+        print(line)
+    for line in _latest(plans):
         print(line)
     if args.dry_run:
         print("dry run: nothing was written")

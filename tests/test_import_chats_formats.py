@@ -246,6 +246,13 @@ def test_a_member_over_the_limit_and_a_bomb_are_refused_with_a_clear_message(tmp
         read_path(big)
 
 
+def test_a_claude_export_zip_is_read_like_its_json(tmp_path):
+    archive = tmp_path / "data-2025-07-03-12-00-00.zip"
+    archive.write_bytes(_zip({"conversations.json": CLAUDE.read_bytes(), "users.json": b"[]", "projects.json": b"[]"}))
+    (found,) = read_path(archive)
+    assert [c.title for c in found.conversations] == ["Naming the sawtooth test", "Untitled", "Grüße aus München"]
+
+
 def test_every_public_name_is_exported():
     assert set(chat_sources.__all__) <= set(dir(chat_sources))
     assert json.loads(CHATGPT.read_bytes())  # the sample is plain JSON
