@@ -16,7 +16,8 @@ Choices this module makes (and documents here):
   delivered after a restart. A cancel or the timeout kills the whole group (SIGTERM, then
   SIGKILL after `KILL_GRACE` seconds). Background processes still running when the shell
   itself exits normally are left alone (so `nohup server > log &` works); what they print
-  after that is not part of the result.
+  after that is not part of the result (at most 1 MiB more is read, then the pipe is
+  closed, and one that still writes to it dies of SIGPIPE).
 - The result's last line says how the command ended: `[exit N]`, `[killed by signal N]`,
   `[killed: timeout after T s]` or `[stopped]`. Anything but `[exit 0]` is an error.
 - Only the first and last 15,000 characters of the output are kept in memory; the result is
@@ -52,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from everchat.actors.store._records import ECHO_KEEP_CHARS, clip_echo
+from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
 
 __all__ = [
     "TOOLS",
@@ -87,6 +88,7 @@ BINARY_SNIFF = 8192
 """A file with a NUL byte in its first this-many bytes is binary and not shown."""
 
 _READ_SIZE = 65536
+_LAST_READ = 1 << 20  # bytes read after the shell ended: more than a pipe's buffer holds
 _TICK = 0.05  # how often a running shell job looks at its cancel event and its clock
 
 
@@ -337,8 +339,28 @@ def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[st
     fd = process.stdout.fileno()
     os.set_blocking(fd, False)
     deadline = time.monotonic() + timeout
+    try:
+        ending = _watch(process, fd, take, deadline, timeout, cancel)
+    except BaseException:  # `on_output` failed, or we are interrupted: leave no process behind
+        _kill_group(process)
+        raise
+    finally:
+        process.stdout.close()
+    take(b"", final=True)
+    if not ending:
+        code = process.returncode
+        ending = f"[exit {code}]" if code >= 0 else f"[killed by signal {-code}]"
+    separator = "" if kept.last in ("", "\n") else "\n"
+    kept.add(separator + ending)
+    return Outcome(kept.text(), is_error=ending != "[exit 0]")
+
+
+def _watch(process: subprocess.Popen, fd: int, take: Callable[[bytes], None], deadline: float,
+           timeout: float, cancel: threading.Event) -> str:
+    """Read the job's output until the shell ends (""), or kill its group on a cancel or
+    at the deadline and say so ("[stopped]", "[killed: timeout after T s]")."""
     ending = ""
-    with process.stdout, selectors.DefaultSelector() as selector:
+    with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         open_pipe = True
         while True:
@@ -349,7 +371,7 @@ def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[st
             if ending:
                 _kill_group(process)
                 if open_pipe:
-                    _drain(fd, take)
+                    _drain(fd, take, _LAST_READ)
                 break
             if open_pipe:
                 if selector.select(min(_TICK, max(0.0, deadline - time.monotonic()))):
@@ -361,28 +383,26 @@ def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[st
                 # Something it left in the background may still hold the pipe; what that
                 # prints from now on is not part of the result (the module's doc says why).
                 if open_pipe:
-                    _drain(fd, take)
+                    _drain(fd, take, _LAST_READ)
                 break
-        process.wait()
-    take(b"", final=True)
-    if not ending:
-        code = process.returncode
-        ending = f"[exit {code}]" if code >= 0 else f"[killed by signal {-code}]"
-    separator = "" if kept.last in ("", "\n") else "\n"
-    kept.add(separator + ending)
-    return Outcome(kept.text(), is_error=ending != "[exit 0]")
+    process.wait()
+    return ending
 
 
-def _drain(fd: int, take: Callable[[bytes], None]) -> bool:
-    """Read what the pipe holds now; False once it is closed (end of file)."""
-    while True:
+def _drain(fd: int, take: Callable[[bytes], None], most: int | None = None) -> bool:
+    """Read what the pipe holds now (at most `most` bytes: a process that escaped the kill
+    or outlives the shell may write without end); False once it is closed (end of file)."""
+    read = 0
+    while most is None or read < most:
         try:
             data = os.read(fd, _READ_SIZE)
         except BlockingIOError:
             return True
         if not data:
             return False
+        read += len(data)
         take(data)
+    return True
 
 
 # --- files ----------------------------------------------------------------------------
@@ -662,9 +682,12 @@ class Journal:
         with self._lock:
             if job.id in self._entries:
                 raise ValueError(f"job {job.id!r} is already in {self.path}: a job id runs once")
-            began = self._clock()
-            self._append({"op": "begin", "job": job.to_dict(), "t": began})
-            self._entries[job.id] = _Entry(job, began, running=True)
+            self._begin(job)
+
+    def _begin(self, job: Job) -> None:
+        began = self._clock()
+        self._append({"op": "begin", "job": job.to_dict(), "t": began})
+        self._entries[job.id] = _Entry(job, began, running=True)
 
     def finish(self, job_id: str, outcome: Outcome) -> None:
         """Record (fsynced) the outcome of a begun job."""
@@ -709,13 +732,13 @@ class Journal:
         answer its recorded outcome without running anything. An exception from `run`
         becomes an error outcome (the job did start). AlreadyRunning when the job has begun
         in this process and not finished yet."""
-        with self._lock:
+        with self._lock:  # the look and the "begin" are one step: two callers cannot both run it
             entry = self._entries.get(job.id)
             if entry is not None and entry.outcome is not None:
                 return entry.outcome
             if entry is not None:
                 raise AlreadyRunning(f"job {job.id!r} is running: its outcome is still to come")
-        self.begin(job)
+            self._begin(job)
         try:
             outcome = run()
         except Exception as error:  # the job is begun: its failure is its outcome (and logged)

@@ -30,7 +30,7 @@ from everchat.actors.device_jobs import (
     run_job,
     work_folder,
 )
-from everchat.actors.store._records import clip_echo
+from everchat.actors.store import clip_echo
 from polling import wait_until
 
 NOW = 1_800_000_000.0
@@ -447,3 +447,32 @@ def test_a_bad_line_before_the_last_is_an_error_naming_the_file_and_offset(tmp_p
     path.write_bytes(lines[0] + b"not json\n" + lines[1])
     with pytest.raises(JournalError, match=f"^{path}: bad record at byte {first}: "):
         Journal(path)
+
+
+def test_a_quiet_background_process_outlives_the_job(work):
+    """The job ends with its shell, though a process it left in the background still holds
+    the pipe; that process keeps running (the module's choice: `nohup server &` works)."""
+    outcome = run("shell", {"command": "sleep 300 & echo $! > child.pid; echo done"}, work)
+    child = int((work / "child.pid").read_text())
+    try:
+        assert outcome == Outcome("done\n[exit 0]") and alive(child)
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_a_background_process_writing_without_end_does_not_hold_the_job(work):
+    """After the shell ends at most 1 MiB more is read; a writer that goes on then dies of
+    SIGPIPE, as it would when any reader goes away."""
+    outcome = run("shell", {"command": "yes & echo $! > child.pid; echo done"}, work)
+    child = int((work / "child.pid").read_text())
+    assert not outcome.is_error and outcome.text.endswith("y\n[exit 0]")
+    wait_until(lambda: not alive(child), 30, "the writer gone after the job")
+
+
+def test_a_failing_output_handler_still_kills_the_group(work):
+    def broken(text: str) -> None:
+        raise RuntimeError(f"cannot show {text.split()[0]}")
+    job = job_from_call("k", "shell", {"command": "echo group=$$; sleep 300"}, "main")
+    with pytest.raises(RuntimeError, match=r"cannot show group=(\d+)") as failed:
+        run_job(job, work, broken, threading.Event())
+    assert not group_alive(int(failed.value.args[0].split("=")[1]))
