@@ -191,11 +191,14 @@ def job_from_call(job_id: str, tool: str, arguments: Any, caller: str,
         else:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not ok:
-            raise ValueError(f"{tool}: {key!r} must be {_TYPE_WORDS[kind]}, not {json.dumps(value)[:60]}")
+            raise ValueError(f"{tool}: {key!r} must be {_TYPE_WORDS[kind]}, not {json.dumps(value, default=repr)[:60]}")
     if tool == "shell" and not args["command"].strip():
         raise ValueError("shell: 'command' is empty")
     if "path" in args and not args["path"].strip():
         raise ValueError(f"{tool}: 'path' is empty")
+    for key in ("command", "path"):
+        if "\0" in args.get(key, ""):
+            raise ValueError(f"{tool}: {key!r} holds a NUL character")
     if tool == "edit" and not args["old"]:
         raise ValueError("edit: 'old' is empty: give the exact text to replace")
     for key in ("offset", "limit"):
@@ -228,6 +231,8 @@ def run_job(job: Job, work_dir: Path, on_output: Callable[[str], None], cancel: 
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""
         return Outcome(f"{job.tool} failed: {error.strerror or error}{where}", is_error=True)
+    except UnicodeError as error:  # a lone surrogate in the model's text: no UTF-8 for it
+        return Outcome(f"{job.tool} failed: the text cannot be written as UTF-8 ({error.reason})", is_error=True)
     return Outcome(f"unknown device tool {job.tool!r}", is_error=True)
 
 

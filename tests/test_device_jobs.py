@@ -131,6 +131,7 @@ def test_a_shell_timeout_defaults_to_600_s_and_is_capped_there():
     ("read", {"path": "a", "limit": True}, "read: 'limit' must be a whole number, not true"),
     ("read", {"path": "a", "offset": 0}, "read: 'offset' must be 1 or more, not 0"),
     ("read", {"path": ""}, "read: 'path' is empty"),
+    ("read", {"path": "a\0b"}, "read: 'path' holds a NUL character"),
     ("write", {"path": "a"}, "write: missing argument 'content'"),
     ("edit", {"path": "a", "old": "", "new": "x"}, "edit: 'old' is empty: give the exact text to replace"),
     ("edit", "path=a", "edit: the arguments must be an object, not str"),
@@ -289,6 +290,12 @@ def test_write_over_a_file_answers_the_diff_and_keeps_its_mode(work):
                             " echo a\n-echo b\n+echo c")
     assert stat.S_IMODE(path.stat().st_mode) == 0o755 and path.read_text() == "echo a\necho c\n"
     assert [p.name for p in work.iterdir()] == ["run.sh"]  # no temporary file left
+
+
+def test_text_that_is_not_utf_8_is_an_error_outcome_not_an_exception(work):
+    assert run("write", {"path": "s.txt", "content": "lone \ud800"}, work) == \
+        Outcome("write failed: the text cannot be written as UTF-8 (surrogates not allowed)", is_error=True)
+    assert not (work / "s.txt").exists()
 
 
 def test_write_refuses_a_folder(work):
