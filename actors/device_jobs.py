@@ -619,12 +619,6 @@ class Journal:
         except FileNotFoundError:
             return
         end = data.rfind(b"\n") + 1
-        if end < len(data):
-            log.warning("%s: a torn last line at byte %d (%d bytes) skipped: the device stopped while "
-                        "writing it", self.path, end, len(data) - end)
-            with open(self.path, "r+b") as file:
-                file.truncate(end)
-                os.fsync(file.fileno())
         offset = 0
         for line in data[:end].splitlines(keepends=True):
             try:
@@ -632,6 +626,12 @@ class Journal:
             except (ValueError, KeyError, TypeError) as error:
                 raise JournalError(f"{self.path}: bad record at byte {offset}: {error}") from None
             offset += len(line)
+        if end < len(data):  # cut off, so the next record starts on a line of its own
+            log.warning("%s: a torn last line at byte %d (%d bytes) skipped: the device stopped while "
+                        "writing it", self.path, end, len(data) - end)
+            with open(self.path, "r+b") as file:
+                file.truncate(end)
+                os.fsync(file.fileno())
 
     def _apply(self, record: dict) -> None:
         if record["v"] != _VERSION:
@@ -676,8 +676,7 @@ class Journal:
     def _append(self, record: dict) -> None:
         if self._fd < 0:
             raise ValueError(f"{self!r} is closed")
-        line = (json.dumps({"v": _VERSION, **record}, ensure_ascii=False, separators=(",", ":")) + "\n")
-        data = line.encode("utf-8", errors="surrogateescape")
+        data = _record_line(record)
         while data:
             data = data[os.write(self._fd, data):]
         os.fsync(self._fd)
@@ -784,12 +783,11 @@ class Journal:
                 lines.append({"op": "finish", "id": job_id, "outcome": entry.outcome.to_dict()})
             if entry.state == "delivered":
                 lines.append({"op": "delivered", "id": job_id})
-        text = "".join(json.dumps({"v": _VERSION, **line}, ensure_ascii=False, separators=(",", ":")) + "\n"
-                       for line in lines)
+        data = b"".join(_record_line(line) for line in lines)
         fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(text.encode("utf-8", errors="surrogateescape"))
+                file.write(data)
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temp, self.path)
@@ -800,6 +798,12 @@ class Journal:
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
         self._entries = live
+
+
+def _record_line(record: dict) -> bytes:
+    """One journal line: compact JSON, ASCII only (so any text the model sent, even a lone
+    surrogate, is written), ended by a newline."""
+    return (json.dumps({"v": _VERSION, **record}, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def _what(job: Job) -> str:

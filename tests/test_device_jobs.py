@@ -469,10 +469,11 @@ def test_a_quiet_background_process_outlives_the_job(work):
 
 def test_a_background_process_writing_without_end_does_not_hold_the_job(work):
     """After the shell ends at most 1 MiB more is read; a writer that goes on then dies of
-    SIGPIPE, as it would when any reader goes away."""
+    SIGPIPE, as it would when any reader goes away. (Whether `yes` wrote before the shell
+    ended is up to the scheduler: the result holds its lines or not, and ends the same.)"""
     outcome = run("shell", {"command": "yes & echo $! > child.pid; echo done"}, work)
     child = int((work / "child.pid").read_text())
-    assert not outcome.is_error and outcome.text.endswith("y\n[exit 0]")
+    assert not outcome.is_error and outcome.text.endswith("\n[exit 0]")
     wait_until(lambda: not alive(child), 30, "the writer gone after the job")
 
 
