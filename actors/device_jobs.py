@@ -24,7 +24,9 @@ Choices this module makes (and documents here):
   clipped by R7 exactly as `clip_echo` does.
 - `read` answers numbered lines (`cat -n` style: the number right-aligned in six columns, a
   tab, the line), at most `READ_LIMIT` lines or `READ_CHARS` characters a page, with a last
-  line saying which lines were shown and how to get the next page (`offset`, 1-based lines).
+  line saying which lines were shown and how to get the next page. `offset` counts the
+  lines to skip, 0 being the first line (as `actors/hands.py`'s `read` tool tells the
+  model); the numbers shown are line numbers, from 1, so `offset=N` starts at line N+1.
 - Relative paths resolve in the work folder; absolute paths and `~` are allowed (a default,
   not a jail).
 - `write` and `edit` write atomically (a temporary file in the same folder, fsync, rename,
@@ -201,9 +203,10 @@ def job_from_call(job_id: str, tool: str, arguments: Any, caller: str,
             raise ValueError(f"{tool}: {key!r} holds a NUL character")
     if tool == "edit" and not args["old"]:
         raise ValueError("edit: 'old' is empty: give the exact text to replace")
-    for key in ("offset", "limit"):
-        if key in args and args[key] < 1:
-            raise ValueError(f"read: {key!r} must be 1 or more, not {args[key]}")
+    if args.get("offset", 0) < 0:
+        raise ValueError(f"read: 'offset' must be 0 (the first line) or more, not {args['offset']}")
+    if args.get("limit", 1) < 1:
+        raise ValueError(f"read: 'limit' must be 1 or more, not {args['limit']}")
     timeout = float(min(timeout_default, MAX_TIMEOUT))
     if tool == "shell" and "timeout" in args:
         if not args["timeout"] > 0:
@@ -223,7 +226,7 @@ def run_job(job: Job, work_dir: Path, on_output: Callable[[str], None], cancel: 
             return _shell(job.arguments["command"], work_dir, job.timeout, on_output, cancel)
         path = _resolve(job.arguments["path"], work_dir)
         if job.tool == "read":
-            return _read(path, job.arguments.get("offset", 1), job.arguments.get("limit", READ_LIMIT))
+            return _read(path, job.arguments.get("offset", 0), job.arguments.get("limit", READ_LIMIT))
         if job.tool == "write":
             return _write(path, job.arguments["content"])
         if job.tool == "edit":
@@ -453,10 +456,10 @@ def _read(path: Path, offset: int, limit: int) -> Outcome:
                            is_error=True)
         file.seek(0)
         shown: list[str] = []
-        chars, total, last = 0, 0, offset - 1
+        chars, total, last = 0, 0, offset
         for number, raw in enumerate(file, start=1):
             total = number
-            if number < offset or len(shown) >= limit or chars >= READ_CHARS:
+            if number <= offset or len(shown) >= limit or chars >= READ_CHARS:
                 continue
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             row = f"{number:6}\t{line}"
@@ -470,10 +473,11 @@ def _read(path: Path, offset: int, limit: int) -> Outcome:
             last = number
     if total == 0:
         return Outcome(f"(the file {path} is empty)")
-    if offset > total:
-        return Outcome(f"offset {offset} is past the end: {path} has {total} lines", is_error=True)
-    more = f"; more: offset={last + 1}" if last < total else ""
-    return Outcome("\n".join(shown) + f"\n[{path}: lines {offset}-{last} of {total}{more}]")
+    if offset >= total:
+        return Outcome(f"offset {offset} is past the end: {path} has {total} lines (offset 0 is the first)",
+                       is_error=True)
+    more = f"; more: offset={last}" if last < total else ""
+    return Outcome("\n".join(shown) + f"\n[{path}: lines {offset + 1}-{last} of {total}{more}]")
 
 
 def _old_text(path: Path) -> tuple[str | None, int | None, Path]:

@@ -129,7 +129,8 @@ def test_a_shell_timeout_defaults_to_600_s_and_is_capped_there():
     ("shell", {"command": "ls", "cwd": "/"}, "shell: unknown argument 'cwd' (it takes command, timeout)"),
     ("read", {"path": "a", "offset": 1.5}, "read: 'offset' must be a whole number, not 1.5"),
     ("read", {"path": "a", "limit": True}, "read: 'limit' must be a whole number, not true"),
-    ("read", {"path": "a", "offset": 0}, "read: 'offset' must be 1 or more, not 0"),
+    ("read", {"path": "a", "offset": -1}, "read: 'offset' must be 0 (the first line) or more, not -1"),
+    ("read", {"path": "a", "limit": 0}, "read: 'limit' must be 1 or more, not 0"),
     ("read", {"path": ""}, "read: 'path' is empty"),
     ("read", {"path": "a\0b"}, "read: 'path' holds a NUL character"),
     ("write", {"path": "a"}, "write: missing argument 'content'"),
@@ -235,16 +236,23 @@ def test_read_takes_absolute_paths_too(work, tmp_path):
 
 
 def test_read_pages_by_offset_and_limit_and_says_where_the_next_page_starts(work):
+    """`offset` counts the lines skipped (0 is the first, as the `read` tool's schema says);
+    the numbers shown are line numbers from 1."""
     (work / "big.txt").write_text("".join(f"line {k}\n" for k in range(1, 101)))
-    outcome = run("read", {"path": "big.txt", "offset": 10, "limit": 3}, work)
-    assert outcome.text == f"    10\tline 10\n    11\tline 11\n    12\tline 12\n[{work}/big.txt: lines 10-12 of 100; more: offset=13]"
+    outcome = run("read", {"path": "big.txt", "offset": 9, "limit": 3}, work)
+    assert outcome.text == f"    10\tline 10\n    11\tline 11\n    12\tline 12\n[{work}/big.txt: lines 10-12 of 100; more: offset=12]"
+    following = run("read", {"path": "big.txt", "offset": 12, "limit": 1}, work)
+    assert following.text.startswith("    13\tline 13\n")
+    last = run("read", {"path": "big.txt", "offset": 99}, work)
+    assert last.text == f"   100\tline 100\n[{work}/big.txt: lines 100-100 of 100]"
 
 
 def test_a_big_file_is_paged_under_r7s_limit_without_a_limit(work):
     (work / "huge.txt").write_text(("y" * 99 + "\n") * 5000)
     outcome = run("read", {"path": "huge.txt"}, work)
     assert len(outcome.text) < 30_000 and clip_echo(outcome.text)[1] == 0
-    assert outcome.text.endswith(f"of 5000; more: offset={int(outcome.text.rsplit('lines 1-', 1)[1].split()[0]) + 1}]")
+    shown = int(outcome.text.rsplit("lines 1-", 1)[1].split()[0])
+    assert shown < 5000 and outcome.text.endswith(f"of 5000; more: offset={shown}]")
 
 
 @pytest.mark.parametrize("make, message", [
@@ -253,7 +261,7 @@ def test_a_big_file_is_paged_under_r7s_limit_without_a_limit(work):
     (lambda p: os.mkfifo(p), "{p} is a FIFO, not a file"),
     (lambda p: p.write_bytes(b"PK\x03\x04\x00\x00binary"),
      "{p} looks binary (a NUL byte in its first 8192 bytes): not shown"),
-    (lambda p: p.write_text("one\n"), "offset 5 is past the end: {p} has 1 lines"),
+    (lambda p: p.write_text("one\n"), "offset 5 is past the end: {p} has 1 lines (offset 0 is the first)"),
 ])
 def test_read_refuses_what_it_cannot_show(work, make, message):
     path = work / "thing"
