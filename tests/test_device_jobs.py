@@ -372,6 +372,26 @@ def test_a_job_running_now_is_not_started_a_second_time(tmp_path):
         assert journal.run_once(job(), inner) == Outcome("first")
 
 
+def test_r39_two_threads_given_one_job_id_run_it_once(tmp_path):
+    started, release, runs = threading.Event(), threading.Event(), []
+
+    def slow() -> Outcome:
+        runs.append(1)
+        started.set()
+        release.wait(60)
+        return Outcome("done")
+
+    with Journal(tmp_path / "j") as journal:
+        first = threading.Thread(target=journal.run_once, args=(job(), slow))
+        first.start()
+        assert started.wait(60)
+        with pytest.raises(AlreadyRunning, match="job 'k1' is running: its outcome is still to come"):
+            journal.run_once(job(), slow)
+        release.set()
+        first.join(60)
+        assert journal.run_once(job(), slow) == Outcome("done") and runs == [1]
+
+
 def test_a_job_that_raises_has_an_error_outcome(tmp_path):
     with Journal(tmp_path / "j") as journal:
         outcome = journal.run_once(job(), lambda: 1 / 0)

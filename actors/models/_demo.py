@@ -11,8 +11,9 @@ in several pieces; a zoom is a real tool call, answered by the turn runner.
 It also shows the hands (issue 11, R38, R39), only when the request offers the tools: a
 message with a command in backticks (``run `uname -a` on laptop``) gets a `shell` call
 (with `device` when it names one), a message in `call_texts.agent_request`'s form gets a
-`spawn` call, and the next request, carrying that call's result, is answered from it. The
-same rule serves an agent's call: its last text is its task.
+`spawn` call ("send two agents to compare A and B" two, one a request), and once the calls
+have their results the reply answers from them. The same rules serve an agent's call: its
+last text is its task.
 """
 
 from __future__ import annotations
