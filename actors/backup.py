@@ -355,8 +355,8 @@ def read_manifest(zf: zipfile.ZipFile) -> dict:
     for info in infos:
         if not _safe_name(info.filename):
             raise RestoreRefused(f"the ZIP holds a member named {info.filename!r}, outside the chat folder")
-        kind = info.external_attr >> 16
-        if info.is_dir() or (kind and not stat.S_ISREG(kind)):
+        kind = stat.S_IFMT(info.external_attr >> 16)  # 0: the ZIP says no type (a plain file)
+        if info.is_dir() or kind not in (0, stat.S_IFREG):
             raise RestoreRefused(f"the ZIP's member {info.filename} is not a regular file (a symlink, "
                                  "a folder or a device)")
     if len(set(names)) != len(names):
