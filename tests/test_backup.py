@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -274,3 +275,45 @@ def test_r4_r5_r24_a_backup_during_a_running_import_restores_the_chat_as_it_was_
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout)["messages"] == count
     assert_zoom_reaches_every_message(new, chat, count)
+
+
+
+def covers(line: bytes) -> int:
+    """How many messages a tree line's node reaches (0 for a merge record)."""
+    rec = json.loads(line)
+    return (rec["i"] + 1) << rec["l"] if "l" in rec else 0
+
+
+def test_p3_sealed_from_moves_with_the_lines_the_cut_leaves_out_of_tree(tmp_path):
+    """A chat sealed from a later position (P3: a version 1 chat upgraded by its first
+    writer): in the backup, `sealed_from` names the same record of `tree/`, now that the
+    nodes of messages past the cut are left out, and `main/`'s stops at the copy's end.
+    The record is a summary of note 4 built late (a compaction that ended after later
+    notes were logged), so it belongs to the cut and follows nodes that do not."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=120)
+    saved = (chat / "view.json").read_bytes(), (chat / "compaction-view.json").read_bytes()
+    with Chat.open(chat, budget=BUDGET) as writer:
+        add_notes(writer, 120, 80)
+    with ChatStore.open(chat) as store:
+        assert store.node(0, 4) is None
+        store.append_nodes([(0, 4, "note 4, summarized late")])
+    (chat / "view.json").write_bytes(saved[0])
+    (chat / "compaction-view.json").write_bytes(saved[1])
+    (day,) = sorted((chat / "tree").glob("*.jsonl"))
+    lines = day.read_bytes().splitlines(keepends=True)
+    assert any(covers(line) > 120 for line in lines[:-1]) and b"summarized late" in lines[-1]
+    ordinal = date.fromisoformat(day.stem).toordinal()
+    (main_day,) = sorted((chat / "main").glob("*.jsonl"))
+    info = json.loads((chat / "chat.json").read_text())
+    info["sealed_from"] = {"main": [ordinal, main_day.stat().st_size],
+                           "tree": [ordinal, sum(len(line) for line in lines[:-1])]}
+    (chat / "chat.json").write_text(json.dumps(info) + "\n")
+    snapshot(chat, zip_path)
+    restore(zip_path, new)
+    moved = json.loads((new / "chat.json").read_text())["sealed_from"]
+    restored_tree = (new / "tree" / day.name).read_bytes()
+    assert moved["main"] == [ordinal, (new / "main" / main_day.name).stat().st_size]
+    assert moved["main"][1] < main_day.stat().st_size
+    assert moved["tree"][0] == ordinal
+    assert restored_tree[moved["tree"][1]:] == lines[-1]
