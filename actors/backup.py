@@ -27,7 +27,8 @@ temporary files, anything outside the chat folder. Messages logged after the sav
 
 **A restore writes nothing it has not checked.** `restore` refuses a target that is not an
 empty or missing folder, and a ZIP with absolute or `..` names, symlinks or other special
-members, duplicate names, members the manifest does not list (or listed ones missing), a
+members, duplicate names, names a backup never holds (a lock, `run/`, `index/`, a draft:
+whatever its sums say), members the manifest does not list (or listed ones missing), a
 member larger than the manifest says or than the space left (a zip bomb: members are
 read in chunks and the read stops past the declared size), or a wrong sum. It extracts
 into a temporary folder beside the target, runs the same check as `everchat check`
@@ -327,6 +328,20 @@ def _safe_name(name: str) -> bool:
     return all(part not in ("", ".", "..") for part in name.split("/"))
 
 
+_DAY_FILE = re.compile(r"(main|tree)/\d{4}-\d{2}-\d{2}\.jsonl")
+_ASSET = re.compile(r"assets/[0-9a-f]{64}")
+_TOP_FILES = frozenset({"chat.json", "repairs.json", VIEW_NAME, CVIEW_NAME, "usage.json"})
+
+
+def _backup_name(name: str) -> bool:
+    """A name `snapshot` writes: a day file, an image, an agent's or a config file, or one
+    of the chat's own top files. Never a lock, `run/`, `index/`, `draft.json` or
+    `damaged/`: a ZIP that plants one (a draft the next writer would log as a reply, a run
+    file naming another process) is refused, whatever its sums say."""
+    return (name in _TOP_FILES or bool(_DAY_FILE.fullmatch(name)) or bool(_ASSET.fullmatch(name))
+            or name.startswith(("agents/", "config/")))
+
+
 def _bounded_read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, declared: int) -> Iterator[bytes]:
     """A member's inflated bytes in chunks; refused as soon as they pass `declared` (a zip
     bomb never inflates further than one chunk past it)."""
@@ -355,6 +370,8 @@ def read_manifest(zf: zipfile.ZipFile) -> dict:
     for info in infos:
         if not _safe_name(info.filename):
             raise RestoreRefused(f"the ZIP holds a member named {info.filename!r}, outside the chat folder")
+        if info.filename != MANIFEST_NAME and not _backup_name(info.filename):
+            raise RestoreRefused(f"the ZIP holds {info.filename}, which is no part of a backup")
         kind = stat.S_IFMT(info.external_attr >> 16)  # 0: the ZIP says no type (a plain file)
         if info.is_dir() or kind not in (0, stat.S_IFREG):
             raise RestoreRefused(f"the ZIP's member {info.filename} is not a regular file (a symlink, "

@@ -93,8 +93,18 @@ def test_a_member_named_outside_the_chat_folder_is_refused(tmp_path, backup, nam
     assert not (tmp_path / "evil.txt").exists() and not Path("/tmp/everchat-evil.txt").exists()
 
 
+@pytest.mark.parametrize("name", ["draft.json", "run/supervisor.json", "writer.lock", "index/covered.json",
+                                  "damaged/x", "main/notes.txt", "assets/abc"])
+def test_a_member_no_backup_holds_is_refused_whatever_its_sums(tmp_path, backup, name):
+    """A draft the next writer would log as a reply (R37), a run file naming another
+    process (R5), a lock, an index: never in a backup, so never restored."""
+    members = honest_rest(backup) + [(name, b"{}")]
+    zip_path = write_zip(tmp_path / "plant.zip", members, manifest=manifest_of(members, **figures_of(backup)))
+    assert_refused(tmp_path, zip_path, f"holds {name}, which is no part of a backup")
+
+
 def test_a_symlink_member_is_refused(tmp_path, backup):
-    link = zipfile.ZipInfo("main/link")
+    link = zipfile.ZipInfo("config/link")
     link.external_attr = (stat.S_IFLNK | 0o777) << 16
     members = honest_rest(backup) + [(link, b"/etc/passwd")]
     listed = [(m.filename if isinstance(m, zipfile.ZipInfo) else m, d) for m, d in members]
