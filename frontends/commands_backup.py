@@ -2,7 +2,7 @@
 
 `backup` reads the chat as a reader (R5: no lock, no byte written), so it works while the
 chat runs; `restore` writes only a new folder, and only once the backup checked out
-(actors/backup.py says what goes in and what is refused).
+(actors/backup/ says what goes in and what is refused).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`everchat backup` and `everchat restore` (actors/backup.py): a consistent snapshot of a
+"""`everchat backup` and `everchat restore` (actors/backup/): a consistent snapshot of a
 chat, taken without its lock (R4, R5), restored into a new folder that passes `check` and
 holds the chat as it was at the snapshot's id (R22, R24, R25)."""
 

@@ -1,4 +1,4 @@
-"""`everchat restore` refuses a hostile or damaged ZIP and writes nothing (actors/backup.py):
+"""`everchat restore` refuses a hostile or damaged ZIP and writes nothing (actors/backup/):
 zip-slip and absolute names, symlinks, duplicate names, members the manifest does not list,
 a zip bomb, a wrong sum, a chat that fails its check (R2, P3), a target that is not empty.
 After each refusal the target is absent (or unchanged) and nothing is left beside it."""
