@@ -320,3 +320,29 @@ def test_p3_sealed_from_moves_with_the_lines_the_cut_leaves_out_of_tree(tmp_path
     assert moved["main"][1] < main_day.stat().st_size
     assert moved["tree"][0] == ordinal
     assert restored_tree[moved["tree"][1]:] == lines[-1]
+
+
+def test_r2_torn_lines_a_writer_terminated_travel_with_main_and_stay_out_of_tree(tmp_path):
+    """R2: a torn last line in `main/` and one in `tree/`, terminated by the next writer and
+    listed in repairs.json. The backup copies `main/` byte for byte, so its span and its
+    repairs.json entry come along; the tree's torn line is left out with its entry. The
+    restored chat checks, with the one repaired span counted."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=20)
+    (main_day,) = sorted((chat / "main").glob("*.jsonl"))
+    (tree_day,) = sorted((chat / "tree").glob("*.jsonl"))
+    with open(main_day, "ab") as f:
+        f.write(b'{"i":20,"kind":"no')
+    with open(tree_day, "ab") as f:
+        f.write(b'{"l":0,"i":3,"te')
+    with Chat.open(chat, budget=BUDGET) as writer:
+        add_notes(writer, 20, 10)
+    listed = json.loads((chat / "repairs.json").read_text())["repairs"]
+    assert sorted(r["file"].split("/")[0] for r in listed) == ["main", "tree"]
+    snapshot(chat, zip_path)
+    report = restore(zip_path, new)
+    assert (report["messages"], report["repaired"]) == (30, 1)
+    assert json.loads((new / "repairs.json").read_text())["repairs"] == [r for r in listed if r["file"].startswith("main/")]
+    assert (new / "main" / main_day.name).read_bytes() == main_day.read_bytes()
+    assert b'"te\n' not in (new / "tree" / tree_day.name).read_bytes()
+    assert_zoom_reaches_every_message(new, chat, 30)
