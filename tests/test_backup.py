@@ -346,3 +346,20 @@ def test_r2_torn_lines_a_writer_terminated_travel_with_main_and_stay_out_of_tree
     assert (new / "main" / main_day.name).read_bytes() == main_day.read_bytes()
     assert b'"te\n' not in (new / "tree" / tree_day.name).read_bytes()
     assert_zoom_reaches_every_message(new, chat, 30)
+
+
+def test_r24_a_chat_that_lost_view_json_is_backed_up_whole_and_refolds_the_same_view(tmp_path):
+    """No view.json to cut at (lost, R24): the backup takes the whole log and every merge
+    record and holds no view; the restored chat refolds the view the original refolds."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=120)
+    with ChatStore.open(chat, writer=False) as store:
+        merges = store.merge_count
+    (chat / "view.json").unlink()
+    (chat / "compaction-view.json").unlink()
+    manifest = snapshot(chat, zip_path)
+    assert (manifest["messages"], manifest["merges"]) == (120, merges)
+    assert "view.json" not in members(zip_path)
+    restore(zip_path, new)
+    with Chat.open(chat, writer=False) as original, Chat.open(new, writer=False) as restored:
+        assert restored.view_lines() == original.view_lines()
