@@ -198,6 +198,11 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
     chat, zip_path = Path(chat), Path(zip_path)
     if zip_path.exists() or zip_path.is_symlink():
         raise BackupError(f"{zip_path} exists already; a backup never replaces a file")
+    # The transcripts are measured before the view is read, so they hold nothing written
+    # after the cut was chosen. They may still be a little newer than the cut: an agent's
+    # report logged to main/ but not yet planned is past the cut (R38: the agents' recovery
+    # must find its report in main/ by its key, not trust its transcript alone).
+    agents = [(path, _complete_lines(path, path.stat().st_size)) for path in _regular_files(chat / "agents")]
     view_data, cview_data = _views_at_one_moment(chat)
     store = ChatStore.open(chat, writer=False, quiet=True)
     try:
@@ -205,7 +210,6 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
         messages, merges, refolded = _cut_of(store, view)
         cut = store.cut(messages, merges)
         log_messages = store.message_count
-        agents = [(path, _complete_lines(path, path.stat().st_size)) for path in _regular_files(chat / "agents")]
         tmp = zip_path.with_name(f".{zip_path.name}.tmp.{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
