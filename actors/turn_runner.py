@@ -227,10 +227,17 @@ class TurnRunnerActor(Actor):
             return reply
 
     def on_stop_turn(self, msg: schema.StopTurn, delivery) -> schema.Ack:
-        """R37: end the running call; what streamed is kept, marked incomplete."""
+        """R37: end the running call; what streamed is kept, marked incomplete. Its device
+        jobs end too (issue 11: a running shell's whole process group is killed)."""
         with self._lock:
-            if self._active:
+            active = self._active
+            if active:
                 self._halt.set()
+        if active and self.settings.devices:
+            try:
+                self.node.tell("devices", schema.StopJobs(caller=MAIN))
+            except TransportError as error:
+                log.warning("%s: the turn's device jobs were not stopped: %s", self, error)
         return schema.Ack()
 
     def on_await_subscriber(self, msg: schema.AwaitSubscriber, delivery) -> schema.Ack:

@@ -42,6 +42,8 @@ _COMMANDS = {
     "status": "messages, view size, pending summaries, failed compactions, token usage, as JSON (read-only)",
     "check": "verify every record of the chat in one pass (read-only)",
     "compact": "build every pending summary, then exit",
+    "backup": "a consistent snapshot of the chat into a ZIP, while it runs or not (read-only; keys only with --with-keys)",
+    "restore": "a backup ZIP into a new or empty --data-dir, every sum and the check passed first",
     "repair": "rebuild what is derived from the log (index, views), set unreadable files aside; never edits the log",
     "setup": "choose the models, check them, save config.toml (keys stay in the environment)",
     "serve": "run the chat's actors until interrupted",
@@ -129,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     compact = command("compact")
     compact.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     command("repair")
+    from everchat.frontends.commands_backup import add_arguments as add_backup_arguments
+
+    add_backup_arguments(command("backup"), command("restore"))
     command("setup")
     serve = command("serve")
     serve.add_argument("--tcp", action="store_true",
@@ -215,6 +220,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from everchat.frontends.commands_write import repair
 
         return repair(args)
+    if command in ("backup", "restore"):
+        from everchat.frontends import commands_backup
+
+        return commands_backup.run_backup(args) if command == "backup" else commands_backup.run_restore(args)
     if command == "import":
         from everchat.frontends.commands_import import run_import
 

@@ -19,16 +19,19 @@ merge records), `view.json`, `compaction-view.json`, `assets/<sha256>`, plus the
 from ._assets import MAX_ASSET_BYTES, image_type
 from ._errors import (BadInput, ChatDamaged, ChatLocked, CorruptRecord, NotAChat, ReadOnlyStore,
                       StoreBroken, StoreClosed, StoreError)
+from ._cut import LogCut
 from ._lock import OwnerLock
 from ._records import (ECHO_KEEP_CHARS, KINDS, MAX_TEXT_BYTES, NODE_BYTES, PART_BYTES,
                        MessageRecord, clip_echo, split_text)
 from ._scan import Repair
 from ._store import ChatStore
+from ._views import CVIEW_NAME, VIEW_NAME, view_bytes
 
 __all__ = [
     "ChatStore",
     "MessageRecord",
     "OwnerLock",
+    "LogCut",
     "Repair",
     "StoreError",
     "BadInput",
@@ -46,6 +49,9 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "clip_echo",
     "split_text",
+    "view_bytes",
+    "VIEW_NAME",
+    "CVIEW_NAME",
     "MAX_ASSET_BYTES",
     "image_type",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 from . import _assets, _crash, _views
 from ._chat import (foreign_entries, is_chat, load_repairs, make_layout, read_chat_json, save_repairs,
                     seal_from)
+from ._cut import LogCut
 from ._daylog import DayLog
 from ._errors import (BadInput, ChatDamaged, CorruptRecord, NotAChat, ReadOnlyStore, StoreBroken,
                       StoreClosed, StoreError)
@@ -559,6 +560,21 @@ class ChatStore:
         """The bytes of a stored image (R9)."""
         self._usable()
         return _assets.read_asset(self.path, digest)
+
+    def cut(self, messages: int, merges: int) -> LogCut:
+        """A consistent cut of the log at `messages` messages and `merges` merge records,
+        for a copy taken without the lock (`actors/backup/`; see `_cut`). Both counts are
+        at most what this open found; the cut streams the day files as they are now."""
+        index = self._usable()
+        if type(messages) is not int or not 0 <= messages <= self._count:
+            raise BadInput(f"a cut at {messages!r} messages; the chat has {self._count}")
+        if type(merges) is not int or not 0 <= merges <= index.merges.count:
+            raise BadInput(f"a cut at {merges!r} merge records; the chat has {index.merges.count}")
+        end = (0, 0)
+        if messages:
+            ordinal, length, offset = index.message_loc(messages - 1)
+            end = (ordinal, offset + length + 1)
+        return LogCut(self.path, self._main, self._tree, messages, merges, end, self._repairs)
 
     # -- whole-chat operations --------------------------------------------------------------
 

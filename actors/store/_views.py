@@ -13,7 +13,8 @@ from . import _crash
 from ._errors import BadInput, CorruptRecord
 from ._files import atomic_write, fsync_dir, read_small
 
-__all__ = ["VIEW_NAME", "CVIEW_NAME", "FOLD_NAME", "save_views", "load_views", "save_fold", "load_fold"]
+__all__ = ["VIEW_NAME", "CVIEW_NAME", "FOLD_NAME", "save_views", "load_views", "save_fold", "load_fold",
+           "view_bytes"]
 
 VIEW_NAME = "view.json"
 CVIEW_NAME = "compaction-view.json"
@@ -28,6 +29,12 @@ def _bytes(name: str, value: object) -> bytes:
         return (_encode(value) + "\n").encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as exc:
         raise BadInput(f"{name} is not JSON: {exc}") from None
+
+
+def view_bytes(name: str, view: dict) -> bytes:
+    """The bytes `save_views` writes for `view` into the file `name` (a backup writes a
+    refolded view.json byte for byte as the planner would, actors/backup/)."""
+    return _bytes(name, view)
 
 
 def save_views(chat: Path, view: dict, cview: dict) -> None:

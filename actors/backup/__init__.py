@@ -1,0 +1,48 @@
+"""`everchat backup` and `everchat restore`: a chat folder into one ZIP and back (R1-R5).
+
+**The snapshot is a cut, taken without the lock.** The log is append-only and every
+record is fsynced before it is acknowledged (R4), so a reader can copy a consistent chat
+while its writer goes on (R5: readers never lock, never write). The cut is the moment the
+planner last saved its view: `view.json` says how many messages T it covers and how many
+merge records K it folds (R22, R24). The backup holds
+
+- `main/` up to the end of message T-1, byte for byte (a prefix: every offset stays true);
+- `tree/` with every node of messages < T and the first K merge records, nothing else
+  (`store.cut`, actors/store/_cut.py);
+- `view.json` **refolded** from those K records with the production fold (R24) and written
+  as the planner writes it, after checking that the live file agrees; the compaction view
+  when it belongs to the same T (else it is left out: R24, it restarts as the view fitted);
+- `chat.json` and `repairs.json`, their positions moved to match the copied tree;
+- the images (R9) the messages < T reference, each checked against its name;
+- the agents' transcripts (`agents/`) as complete lines up to their size at the cut;
+- `usage.json` and `config/` (devices, settings), but never `config/keys/` (the CURVE
+  secret keys) unless `with_keys`;
+- `everchat-backup.json`, the manifest: counts, and each member's size and SHA-256.
+
+Never in it: the locks, `run/` (sockets, run file, actor logs), `index/` (derived: the
+restored chat's first open rebuilds it), `draft.json` (a reply past the cut), `damaged/`,
+temporary files, anything outside the chat folder. Messages logged after the saved view
+(a running chat's newest, not yet planned) are left for the next backup: the manifest's
+`log_messages` says how many the log held.
+
+**A restore writes nothing it has not checked.** `restore` refuses a target that is not an
+empty or missing folder, and a ZIP with absolute or `..` names, symlinks or other special
+members, duplicate names, names a backup never holds (a lock, `run/`, `index/`, a draft:
+whatever its sums say), members the manifest does not list (or listed ones missing), a
+member larger than the manifest says or than the space left (a zip bomb: members are
+read in chunks and the read stops past the declared size), or a wrong sum. It extracts
+into a temporary folder beside the target, runs the same check as `everchat check`
+(every record, the view against every merge record, R24), compares the counts with the
+manifest, and only then renames the folder into place. On any failure it removes the
+temporary folder: the target is as it was.
+
+    manifest = snapshot(chat_dir, "chat.zip")                  # while the chat runs or not
+    report = restore("chat.zip", new_dir)                       # RestoreRefused: nothing written
+"""
+
+from ._common import BACKUP_FORMAT, BACKUP_VERSION, MANIFEST_NAME, BackupError, RestoreRefused
+from ._restore import read_manifest, restore
+from ._snapshot import snapshot
+
+__all__ = ["snapshot", "restore", "read_manifest", "BackupError", "RestoreRefused", "MANIFEST_NAME",
+           "BACKUP_FORMAT", "BACKUP_VERSION"]

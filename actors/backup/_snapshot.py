@@ -1,0 +1,257 @@
+"""The snapshot: a consistent cut of a chat into a ZIP, taken without the lock (see the
+package docstring)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from everchat.actors.memory import PlannerError, refold
+from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecord, view_bytes
+from everchat.actors.store._files import fsync_dir, read_small
+from everchat.actors.view_check import check_view_shape
+
+from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError
+
+__all__ = ["snapshot"]
+
+_VIEW_TRIES = 100
+
+
+def _views_at_one_moment(chat: Path) -> tuple[bytes | None, bytes | None]:
+    """`view.json` and `compaction-view.json` as one save left them: the compaction view
+    is read between two reads of the view that agree (each file is replaced atomically,
+    R4, the view first)."""
+    for _ in range(_VIEW_TRIES):
+        first = read_small(chat / VIEW_NAME)
+        cview = read_small(chat / CVIEW_NAME)
+        if read_small(chat / VIEW_NAME) == first:
+            return first, cview
+    raise BackupError(f"{chat / VIEW_NAME} changed at each of {_VIEW_TRIES} reads; try again")
+
+
+def _json(data: bytes, where: Path) -> dict:
+    try:
+        value = json.loads(data)
+    except ValueError as error:
+        raise BackupError(f"{where} is not valid JSON ({error}): run `everchat check`") from None
+    if not isinstance(value, dict):
+        raise BackupError(f"{where} is not a JSON object: run `everchat check`")
+    return value
+
+
+def _cut_of(store: ChatStore, view: dict | None) -> tuple[int, int, dict | None]:
+    """(T, K, the refolded view) of the cut: the saved view's message count and merge
+    records (R24); the view refolded from those K records by the production fold, which
+    must equal the live one. No view (lost, R24): the whole log, no view in the backup."""
+    if view is None:
+        return store.message_count, store.merge_count, None
+    where = str(store.path / VIEW_NAME)
+    try:
+        check_view_shape(view, where)
+    except CorruptRecord as error:
+        raise BackupError(f"{error}: run `everchat repair`") from None
+    t = view["t"]
+    k = view.get("merges")
+    if k is None:  # a version 1 view is placed by its t alone (R24)
+        k = store.first_merge_after(t)
+    if t > store.message_count or k > store.merge_count:
+        raise BackupError(f"{where} covers {t} messages and {k} merge records; the log holds "
+                          f"{store.message_count} and {store.merge_count}: run `everchat check`")
+    records = store.merge_records(first=0)[:k]
+    try:
+        t_fold, lines, still_open = refold(records)
+    except PlannerError as error:
+        raise BackupError(f"the merge records in {store.path / 'tree'} do not fold (R24): {error}") from None
+    if t_fold > t or (t_fold < t and still_open):
+        raise BackupError(f"{where} disagrees with its merge records (R24): run `everchat check`")
+    refolded = {"version": 2, "t": t, "open": still_open,
+                "view": [list(pair) for pair in lines] + [[0, leaf] for leaf in range(t_fold, t)],
+                "merges": k}
+    if refolded["view"] != view["view"] or refolded["open"] != view["open"]:
+        raise BackupError(f"{where} disagrees with the view refolded from the merge records (R24): "
+                          "run `everchat check`, then `everchat repair`")
+    return t, k, refolded
+
+
+class _Writer:
+    """Members streamed into the ZIP, each with its size and SHA-256 for the manifest."""
+
+    def __init__(self, zf: zipfile.ZipFile) -> None:
+        self.zf = zf
+        self.files: list[dict] = []
+        self.stamp = time.localtime()[:6]
+
+    def add(self, name: str, chunks) -> None:
+        info = zipfile.ZipInfo(name, self.stamp)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.external_attr = (stat.S_IFREG | 0o600) << 16
+        digest, size = hashlib.sha256(), 0
+        with self.zf.open(info, "w", force_zip64=True) as out:
+            for chunk in chunks:
+                digest.update(chunk)
+                size += len(chunk)
+                out.write(chunk)
+        self.files.append({"name": name, "size": size, "sha256": digest.hexdigest()})
+
+
+def _file_chunks(path: Path, length: int | None = None) -> Iterator[bytes]:
+    """The bytes of a file (its first `length`), a block at a time."""
+    with open(path, "rb") as f:
+        left = length
+        while left is None or left > 0:
+            chunk = f.read(CHUNK if left is None else min(CHUNK, left))
+            if not chunk:
+                return
+            if left is not None:
+                left -= len(chunk)
+            yield chunk
+
+
+def _asset_chunks(chat: Path, digest: str) -> Iterator[bytes]:
+    """An image's bytes, checked against its name as they stream (R9)."""
+    path = chat / "assets" / digest
+    check = hashlib.sha256()
+    try:
+        for chunk in _file_chunks(path):
+            check.update(chunk)
+            yield chunk
+    except FileNotFoundError:
+        raise BackupError(f"{path}: an image a message references is missing (R9): run `everchat check`") from None
+    if check.hexdigest() != digest:
+        raise BackupError(f"{path}: the image's bytes no longer hash to its name (R9): run `everchat check`")
+
+
+def _complete_lines(path: Path, size: int) -> int:
+    """How many of a file's first `size` bytes are complete lines (up to its last newline)."""
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return 0
+
+
+def _regular_files(folder: Path) -> Iterator[Path]:
+    """Regular files under `folder`, sorted, not following symlinks; no temporary files."""
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(root) / name
+            if ".tmp." in name or not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            yield path
+
+
+def _chat_json(chat: Path, cut) -> bytes | None:
+    """chat.json with `sealed_from` moved to the cut's tree (P3); byte for byte when
+    nothing moves."""
+    data = read_small(chat / "chat.json")
+    if data is None:
+        return None
+    info = _json(data, chat / "chat.json")
+    spots = info.get("sealed_from")
+    if not isinstance(spots, dict) or "tree" not in spots or "main" not in spots:
+        return data
+    main = tuple(spots["main"])
+    if main > cut.main_end and cut.main_end != (0, 0):
+        main = cut.main_end
+    tree = cut.tree_position(tuple(spots["tree"]))
+    if [list(main), list(tree)] == [list(spots["main"]), list(spots["tree"])]:
+        return data
+    info["sealed_from"] = {"main": list(main), "tree": list(tree)}
+    return (json.dumps(info) + "\n").encode()
+
+
+def _repairs_json(chat: Path, cut) -> bytes | None:
+    """repairs.json with only the spans the cut copied (R2), each as it was listed."""
+    data = read_small(chat / "repairs.json")
+    if data is None:
+        return None
+    raw = _json(data, chat / "repairs.json")
+    kept = {(r.file, r.offset, r.length) for r in cut.kept_repairs()}
+    entries = [r for r in raw.get("repairs", []) if (r.get("file"), r.get("offset"), r.get("length")) in kept]
+    if not entries:
+        return None
+    if len(entries) == len(raw.get("repairs", [])):
+        return data
+    return (json.dumps({**raw, "repairs": entries}, indent=1) + "\n").encode()
+
+
+def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys: bool = False) -> dict:
+    """Back the chat folder `chat` up into a new ZIP file `zip_path`, while it runs or not,
+    without its lock (R5): see the module docstring for what goes in. Returns the manifest.
+    BackupError (or the store's CorruptRecord) when it cannot; no ZIP is left then."""
+    chat, zip_path = Path(chat), Path(zip_path)
+    if zip_path.exists() or zip_path.is_symlink():
+        raise BackupError(f"{zip_path} exists already; a backup never replaces a file")
+    # The transcripts are measured before the view is read, so they hold nothing written
+    # after the cut was chosen. They may still be a little newer than the cut: an agent's
+    # report logged to main/ but not yet planned is past the cut (R38: the agents' recovery
+    # must find its report in main/ by its key, not trust its transcript alone).
+    agents = [(path, _complete_lines(path, path.stat().st_size)) for path in _regular_files(chat / "agents")]
+    view_data, cview_data = _views_at_one_moment(chat)
+    store = ChatStore.open(chat, writer=False, quiet=True)
+    try:
+        view = _json(view_data, chat / VIEW_NAME) if view_data is not None else None
+        messages, merges, refolded = _cut_of(store, view)
+        cut = store.cut(messages, merges)
+        log_messages = store.message_count
+        tmp = zip_path.with_name(f".{zip_path.name}.tmp.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+                out = _Writer(zf)
+                for rel, chunks in cut.main_files():
+                    out.add(rel, chunks)
+                for rel, chunks in cut.tree_files():
+                    out.add(rel, chunks)
+                for name, data in (("chat.json", _chat_json(chat, cut)), ("repairs.json", _repairs_json(chat, cut))):
+                    if data is not None:
+                        out.add(name, [data])
+                if refolded is not None:
+                    out.add(VIEW_NAME, [view_bytes(VIEW_NAME, refolded)])
+                    cview = _json(cview_data, chat / CVIEW_NAME) if cview_data is not None else None
+                    if cview is not None and cview.get("t") == messages:
+                        out.add(CVIEW_NAME, [cview_data])
+                for digest in sorted(cut.images):
+                    out.add(f"assets/{digest}", _asset_chunks(chat, digest))
+                for path, length in agents:
+                    out.add(path.relative_to(chat).as_posix(), _file_chunks(path, length))
+                if (chat / "usage.json").is_file():
+                    out.add("usage.json", [read_small(chat / "usage.json") or b""])
+                for path in _regular_files(chat / "config"):
+                    rel = path.relative_to(chat)
+                    if rel.parts[1] == "keys" and not with_keys:
+                        continue
+                    out.add(rel.as_posix(), _file_chunks(path))
+                manifest = {"format": BACKUP_FORMAT, "version": BACKUP_VERSION,
+                            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                            "messages": messages, "merges": merges, "nodes": cut.nodes,
+                            "assets": len(cut.images), "log_messages": log_messages,
+                            "with_keys": with_keys, "files": out.files}
+                out.add(MANIFEST_NAME, [json.dumps(manifest, indent=1).encode() + b"\n"])
+                out.files.pop()
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.rename(tmp, zip_path)
+            fsync_dir(zip_path.parent)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    finally:
+        store.close()
+    return manifest

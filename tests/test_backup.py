@@ -1,0 +1,365 @@
+"""`everchat backup` and `everchat restore` (actors/backup/): a consistent snapshot of a
+chat, taken without its lock (R4, R5), restored into a new folder that passes `check` and
+holds the chat as it was at the snapshot's id (R22, R24, R25)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from everchat.actors.backup import MANIFEST_NAME, BackupError, restore, snapshot
+from everchat.actors.chat import Chat
+from everchat.actors.memory import Budget, refold
+from everchat.actors.store import ChatStore
+from everchat.frontends.cli import main
+from polling import wait_until
+
+#: A small sawtooth, so that a chat of a hundred short notes merges its view (R19, R25).
+BUDGET = Budget(ceiling=3000, floor=1500, cceiling=1200, cfloor=600)
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
+WORDS = ["amber-42", "tree", "view", "sawtooth", "ünïcode", "日本語", "emoji🙂", "line", "log", "zoom"]
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path, monkeypatch):
+    """No keys, no EVERCHAT_ settings, Everchat's home in the test's folder."""
+    for key in list(os.environ):
+        if key.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
+
+
+def note_text(n: int) -> str:
+    """Every fifth note is over 512 bytes (an unbuilt leaf, R11), the others free leaves."""
+    return f"note {n} " + ("about amber-42 and path/to/file.py " * 20 if n % 5 == 4 else "short")
+
+
+def add_notes(chat: Chat, first: int, count: int, image: str | None = None) -> None:
+    for n in range(first, first + count):
+        chat.add("note", note_text(n), images=[image] if image and n == first else ())
+
+
+def make_chat(path: Path, notes: int = 120) -> None:
+    """An idle chat: notes (one with an image), free nodes and merge records (R11, R25),
+    an agent's transcript whose last line is being written, config files and keys, and
+    the files a running chat leaves (locks, run/, index/, damaged/)."""
+    with Chat.open(path, create=True, budget=BUDGET) as chat:
+        digest = chat.store.put_asset(PNG)
+        add_notes(chat, 0, notes, image=digest)
+    (path / "agents" / "Ann").mkdir(parents=True)
+    (path / "agents" / "Ann" / "transcript.jsonl").write_bytes(b'{"a":1}\n{"a":2}\n{"a":3')
+    from everchat.transport import KeyStore
+
+    KeyStore(path / "config").ensure("supervisor")
+    (path / "config" / "devices.json").write_text('{"v": 1, "devices": []}\n')
+    (path / "run").mkdir()
+    (path / "run" / "supervisor.json").write_text("{}")
+    (path / "damaged").mkdir()
+    (path / "damaged" / "old-view.json").write_text("{}")
+
+
+def reached(chat: Chat) -> dict[int, str]:
+    """R35: zoom from every view line down to every message it covers; message id -> what
+    zoom(id, 1) showed."""
+    todo = []
+    for line in chat.view_lines():
+        first, n = map(int, re.match(r"(\d+)\+(\d+)\|", line).groups())
+        todo.append((first, n))
+    out: dict[int, str] = {}
+    while todo:
+        first, n = todo.pop()
+        if n == 1:
+            out[first] = chat.zoom(first, 1)
+            continue
+        halves = [tuple(map(int, m)) for m in re.findall(r"^(\d+)\+(\d+)\|", chat.zoom(first, n), re.M)]
+        assert halves == [(first, n // 2), (first + n // 2, n // 2)]
+        todo += halves
+    return out
+
+
+def assert_zoom_reaches_every_message(restored: Path, original: Path, count: int) -> None:
+    with Chat.open(restored, writer=False) as chat, ChatStore.open(original, writer=False) as store:
+        assert chat.store.message_count == count
+        seen = reached(chat)
+        assert sorted(seen) == list(range(count))
+        for i in range(count):
+            assert chat.store.message(i) == store.message(i)
+            assert store.message(i).text[:300] in seen[i]
+
+
+def tree_nodes(chat: Path) -> list[tuple[int, int, str]]:
+    nodes = []
+    for day in sorted((chat / "tree").glob("*.jsonl")):
+        for line in day.read_bytes().splitlines():
+            rec = json.loads(line)
+            if "l" in rec:
+                nodes.append((rec["l"], rec["i"], rec["text"]))
+    return nodes
+
+
+def members(zip_path: Path) -> list[str]:
+    with zipfile.ZipFile(zip_path) as zf:
+        return zf.namelist()
+
+
+def everchat(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=os.environ.copy(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_r22_r24_an_idle_chat_backed_up_and_restored_is_the_same_chat(tmp_path):
+    """Every record, the same view bytes (R22), every node and message readable, zoom
+    reaching every message (R35), and `everchat check` passing on the restored folder."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat)
+    manifest = snapshot(chat, zip_path)
+    with Chat.open(chat, writer=False) as original:
+        counts = original.check()
+    assert (manifest["messages"], manifest["nodes"], manifest["merges"]) == \
+        (counts["messages"], counts["nodes"], counts["merges"]) == (120, counts["nodes"], counts["merges"])
+    assert counts["merges"] > 0 and counts["nodes"] > 120
+    report = restore(zip_path, new)
+    assert (report["messages"], report["nodes"], report["merges"]) == (120, counts["nodes"], counts["merges"])
+    for name in ("view.json", "compaction-view.json", "chat.json"):
+        assert (new / name).read_bytes() == (chat / name).read_bytes(), name
+    for folder in ("main", "tree"):
+        for day in (chat / folder).glob("*.jsonl"):
+            assert (new / folder / day.name).read_bytes() == day.read_bytes()
+    with ChatStore.open(new, writer=False) as store:
+        for level, i, text in tree_nodes(chat):
+            assert store.node(level, i) == text
+        assert store.asset(store.message(0).images[0]) == PNG
+    assert_zoom_reaches_every_message(new, chat, 120)
+    # The agent's transcript as complete lines; the devices book; never locks, run/, index/, damaged/.
+    assert (new / "agents" / "Ann" / "transcript.jsonl").read_bytes() == b'{"a":1}\n{"a":2}\n'
+    assert (new / "config" / "devices.json").read_bytes() == (chat / "config" / "devices.json").read_bytes()
+    names = members(zip_path)
+    assert not [n for n in names if n.split("/")[0] in ("run", "index", "damaged", "writer.lock",
+                                                         "supervisor.lock", "draft.json")]
+    assert sorted(os.listdir(new)) == ["agents", "assets", "chat.json", "compaction-view.json", "config",
+                                       "main", "tree", "view.json"]
+    done = everchat("check", "--data-dir", str(new))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["messages"] == 120
+
+
+def test_r24_a_backup_cuts_at_the_saved_view_and_leaves_later_nodes_and_merge_records_out(tmp_path):
+    """The cut is the saved view (R22): T messages, the K merge records it folds (R24).
+    Here view.json is the one saved at 120 messages while the log goes on to 200 (as a
+    running chat's planner lags its log, or a crash between a record and the view's save):
+    the backup holds messages 0-119, only the nodes of those, the first K records, and the
+    view saved then, byte for byte."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=120)
+    saved = (chat / "view.json").read_bytes(), (chat / "compaction-view.json").read_bytes()
+    with ChatStore.open(chat, writer=False) as store:
+        records_then = store.merge_count
+    with Chat.open(chat, budget=BUDGET) as writer:
+        add_notes(writer, 120, 80)
+    with ChatStore.open(chat, writer=False) as store:
+        assert store.merge_count > records_then
+    later_nodes = [node for node in tree_nodes(chat) if (node[1] + 1) << node[0] > 120]
+    assert later_nodes
+    (chat / "view.json").write_bytes(saved[0])
+    (chat / "compaction-view.json").write_bytes(saved[1])
+    manifest = snapshot(chat, zip_path)
+    assert (manifest["messages"], manifest["merges"], manifest["log_messages"]) == (120, records_then, 200)
+    restore(zip_path, new)
+    assert (new / "view.json").read_bytes() == saved[0]
+    assert (new / "compaction-view.json").read_bytes() == saved[1]
+    assert all((n[1] + 1) << n[0] <= 120 for n in tree_nodes(new))
+    assert {n for n in tree_nodes(chat) if (n[1] + 1) << n[0] <= 120} == set(tree_nodes(new))
+    assert_zoom_reaches_every_message(new, chat, 120)
+
+
+def test_r5_keys_stay_out_by_default_and_go_in_with_with_keys(tmp_path, capsys):
+    chat = tmp_path / "chat"
+    make_chat(chat, notes=10)
+    keys = sorted(p.relative_to(chat).as_posix() for p in (chat / "config" / "keys").rglob("*") if p.is_file())
+    assert keys
+    plain, keyed = tmp_path / "plain.zip", tmp_path / "keyed.zip"
+    assert main(["backup", str(plain), "--data-dir", str(chat)]) == 0
+    assert main(["backup", str(keyed), "--data-dir", str(chat), "--with-keys"]) == 0
+    out = capsys.readouterr().out
+    assert f"everchat: backed up 10 messages" in out and "keys included" in out
+    assert not [n for n in members(plain) if n.startswith("config/keys/")]
+    assert "config/devices.json" in members(plain)
+    assert sorted(n for n in members(keyed) if n.startswith("config/keys/")) == keys
+    assert main(["restore", str(keyed), "--data-dir", str(tmp_path / "back")]) == 0
+    for rel in keys:
+        assert (tmp_path / "back" / rel).read_bytes() == (chat / rel).read_bytes()
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_a_backup_never_replaces_a_file_and_leaves_no_half_zip(tmp_path):
+    chat, zip_path = tmp_path / "chat", tmp_path / "chat.zip"
+    make_chat(chat, notes=5)
+    zip_path.write_bytes(b"mine")
+    with pytest.raises(BackupError, match="exists already"):
+        snapshot(chat, zip_path)
+    assert zip_path.read_bytes() == b"mine"
+    with ChatStore.open(chat, writer=False) as store:
+        digest = store.message(0).images[0]
+    (chat / "assets" / digest).write_bytes(PNG + b"!")
+    with pytest.raises(BackupError, match="no longer hash to its name"):
+        snapshot(chat, tmp_path / "other.zip")
+    assert sorted(os.listdir(tmp_path)) == ["chat", "chat.zip"]
+
+
+def write_text_file(path: Path, size: int) -> None:
+    """Lines of random words (multi-byte characters included): the demo model summarizes
+    each 16 KB part in about 510 bytes, so some 300 parts pass the view's ceiling."""
+    import random
+
+    rng = random.Random(7)
+    lines, total = [], 0
+    while total < size:
+        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 14)))
+        lines.append(line)
+        total += len(line.encode()) + 1
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def view_has_merged(chat: Path) -> bool:
+    """The saved view folds a merge record (R24): the view has passed its ceiling once."""
+    try:
+        return json.loads((chat / "view.json").read_bytes()).get("merges", 0) > 0
+    except (FileNotFoundError, ValueError):
+        return False
+
+
+def test_r4_r5_r24_a_backup_during_a_running_import_restores_the_chat_as_it_was_at_its_id(tmp_path):
+    """A real `everchat import` (the demo model summarizing as it goes) and a real
+    `everchat backup` while it runs, once its view has merged (R19, R25). The restored chat
+    passes `check`; its view is the one the chat had at the snapshot's id, refolded from
+    the original's merge records up to that id by the production fold (R24); zoom reaches
+    every one of its messages; the import, never disturbed, finishes."""
+    source, chat = tmp_path / "big.txt", tmp_path / "chat"
+    write_text_file(source, 6_500_000)
+    env = os.environ.copy()
+    importing = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--demo", "import", str(source),
+                                  "--data-dir", str(chat)], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: importing.poll() is not None or view_has_merged(chat), 600, "the import's first merge")
+        zip_path = tmp_path / "chat.zip"
+        done = everchat("backup", str(zip_path), "--data-dir", str(chat))
+        assert importing.poll() is None, "the import ended before the backup did"
+        assert done.returncode == 0, done.stderr
+        _, err = importing.communicate(timeout=900)
+        assert importing.returncode == 0, err
+    finally:
+        if importing.poll() is None:
+            importing.kill()
+            importing.wait()
+    with zipfile.ZipFile(zip_path) as zf:
+        manifest = json.loads(zf.read(MANIFEST_NAME))
+    count, k = manifest["messages"], manifest["merges"]
+    with ChatStore.open(chat, writer=False) as store:
+        final = store.message_count
+        records = [r for r in store.merge_records(first=0) if r[1] <= count]
+    assert 0 < k == len(records) and count < final
+    t, lines, still_open = refold(records)
+    expected = [list(pair) for pair in lines] + [[0, leaf] for leaf in range(t, count)]
+    new = tmp_path / "restored"
+    done = everchat("restore", str(zip_path), "--data-dir", str(new))
+    assert done.returncode == 0, done.stderr
+    view = json.loads((new / "view.json").read_text())
+    assert (view["t"], view["view"], view["open"], view["merges"]) == (count, expected, still_open, k)
+    checked = everchat("check", "--data-dir", str(new))
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["messages"] == count
+    assert_zoom_reaches_every_message(new, chat, count)
+
+
+
+def covers(line: bytes) -> int:
+    """How many messages a tree line's node reaches (0 for a merge record)."""
+    rec = json.loads(line)
+    return (rec["i"] + 1) << rec["l"] if "l" in rec else 0
+
+
+def test_p3_sealed_from_moves_with_the_lines_the_cut_leaves_out_of_tree(tmp_path):
+    """A chat sealed from a later position (P3: a version 1 chat upgraded by its first
+    writer): in the backup, `sealed_from` names the same record of `tree/`, now that the
+    nodes of messages past the cut are left out, and `main/`'s stops at the copy's end.
+    The record is a summary of note 4 built late (a compaction that ended after later
+    notes were logged), so it belongs to the cut and follows nodes that do not."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=120)
+    saved = (chat / "view.json").read_bytes(), (chat / "compaction-view.json").read_bytes()
+    with Chat.open(chat, budget=BUDGET) as writer:
+        add_notes(writer, 120, 80)
+    with ChatStore.open(chat) as store:
+        assert store.node(0, 4) is None
+        store.append_nodes([(0, 4, "note 4, summarized late")])
+    (chat / "view.json").write_bytes(saved[0])
+    (chat / "compaction-view.json").write_bytes(saved[1])
+    (day,) = sorted((chat / "tree").glob("*.jsonl"))
+    lines = day.read_bytes().splitlines(keepends=True)
+    assert any(covers(line) > 120 for line in lines[:-1]) and b"summarized late" in lines[-1]
+    ordinal = date.fromisoformat(day.stem).toordinal()
+    (main_day,) = sorted((chat / "main").glob("*.jsonl"))
+    info = json.loads((chat / "chat.json").read_text())
+    info["sealed_from"] = {"main": [ordinal, main_day.stat().st_size],
+                           "tree": [ordinal, sum(len(line) for line in lines[:-1])]}
+    (chat / "chat.json").write_text(json.dumps(info) + "\n")
+    snapshot(chat, zip_path)
+    restore(zip_path, new)
+    moved = json.loads((new / "chat.json").read_text())["sealed_from"]
+    restored_tree = (new / "tree" / day.name).read_bytes()
+    assert moved["main"] == [ordinal, (new / "main" / main_day.name).stat().st_size]
+    assert moved["main"][1] < main_day.stat().st_size
+    assert moved["tree"][0] == ordinal
+    assert restored_tree[moved["tree"][1]:] == lines[-1]
+
+
+def test_r2_torn_lines_a_writer_terminated_travel_with_main_and_stay_out_of_tree(tmp_path):
+    """R2: a torn last line in `main/` and one in `tree/`, terminated by the next writer and
+    listed in repairs.json. The backup copies `main/` byte for byte, so its span and its
+    repairs.json entry come along; the tree's torn line is left out with its entry. The
+    restored chat checks, with the one repaired span counted."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=20)
+    (main_day,) = sorted((chat / "main").glob("*.jsonl"))
+    (tree_day,) = sorted((chat / "tree").glob("*.jsonl"))
+    with open(main_day, "ab") as f:
+        f.write(b'{"i":20,"kind":"no')
+    with open(tree_day, "ab") as f:
+        f.write(b'{"l":0,"i":3,"te')
+    with Chat.open(chat, budget=BUDGET) as writer:
+        add_notes(writer, 20, 10)
+    listed = json.loads((chat / "repairs.json").read_text())["repairs"]
+    assert sorted(r["file"].split("/")[0] for r in listed) == ["main", "tree"]
+    snapshot(chat, zip_path)
+    report = restore(zip_path, new)
+    assert (report["messages"], report["repaired"]) == (30, 1)
+    assert json.loads((new / "repairs.json").read_text())["repairs"] == [r for r in listed if r["file"].startswith("main/")]
+    assert (new / "main" / main_day.name).read_bytes() == main_day.read_bytes()
+    assert b'"te\n' not in (new / "tree" / tree_day.name).read_bytes()
+    assert_zoom_reaches_every_message(new, chat, 30)
+
+
+def test_r24_a_chat_that_lost_view_json_is_backed_up_whole_and_refolds_the_same_view(tmp_path):
+    """No view.json to cut at (lost, R24): the backup takes the whole log and every merge
+    record and holds no view; the restored chat refolds the view the original refolds."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=120)
+    with ChatStore.open(chat, writer=False) as store:
+        merges = store.merge_count
+    (chat / "view.json").unlink()
+    (chat / "compaction-view.json").unlink()
+    manifest = snapshot(chat, zip_path)
+    assert (manifest["messages"], manifest["merges"]) == (120, merges)
+    assert "view.json" not in members(zip_path)
+    restore(zip_path, new)
+    with Chat.open(chat, writer=False) as original, Chat.open(new, writer=False) as restored:
+        assert restored.view_lines() == original.view_lines()
