@@ -124,20 +124,23 @@ def _known_keys(store) -> list[str | None]:
     return [store.message(i).key for i in range(store.message_count)]
 
 
-def _known_before(data_dir: Path) -> tuple[set[str], str | None]:
-    """The source ids already in the chat (read-only: never takes the lock, R5)."""
-    from everchat.actors.chat_sources import imported_ids
+def _known_before(data_dir: Path) -> tuple[set[str], str | None, int]:
+    """The source ids already in the chat, the last, and how many records hold one
+    (read-only: never takes the lock, R5)."""
+    from everchat.actors.chat_sources import KEY_PREFIX, imported_ids
     from everchat.actors.store import ChatStore, NotAChat, StoreError
 
     if not data_dir.exists():
-        return set(), None
+        return set(), None, 0
     try:
         with ChatStore.open(data_dir, writer=False, quiet=True) as store:
-            return imported_ids(_known_keys(store))
+            keys = _known_keys(store)
     except NotAChat:
-        return set(), None
+        return set(), None, 0
     except StoreError as error:
         raise UsageError(f"cannot read the chat in {data_dir}: {error}") from None
+    known, last = imported_ids(keys)
+    return known, last, len({key for key in keys if key and key.startswith(KEY_PREFIX)})
 
 
 def _read(paths: list[Path]) -> tuple[list, list[str]]:
@@ -216,15 +219,15 @@ def run_import_chats(args: argparse.Namespace) -> int:
         raise UsageError("no path given, and this computer has no Claude Code (~/.claude/projects) or Codex "
                          "(~/.codex/sessions) logs; give a ChatGPT or Claude export, or a log folder")
     conversations, said = _read(paths)
-    known, last = _known_before(args.data_dir)
+    known, last, logged = _known_before(args.data_dir)
     plans = _plans(conversations, known, last, args)
     figures = estimate(plans)
     for line in said:
         print(line)
     if not plans:
-        print(f"nothing new to import ({len(known)} messages imported before)")
+        print(f"nothing new to import ({logged} messages imported before)")
         return EXIT_OK
-    before = f" ({len(known)} messages imported before are left out)" if known else ""
+    before = f" ({logged} messages imported before are left out)" if logged else ""
     print(f"to import into {args.data_dir}{before}:")
     for line in figures.lines():
         print(line)

@@ -11,7 +11,7 @@ prefixes, dates, keys, redaction). The command that asks and logs is
 from ._chatgpt import parse_chatgpt
 from ._claude import parse_claude
 from ._files import MAX_BYTES, Found, default_paths, parse_bytes, read_path
-from ._plan import Item, conversation_items, imported_ids, remember, source_prefix
+from ._plan import KEY_PREFIX, Item, conversation_items, imported_ids, remember, source_prefix
 from ._claude_code import parse_claude_code
 from ._codex import parse_codex
 from ._types import APPS, ChatMessage, Conversation, SourceError
@@ -23,6 +23,7 @@ __all__ = [
     "SourceError",
     "Found",
     "Item",
+    "KEY_PREFIX",
     "MAX_BYTES",
     "parse_chatgpt",
     "parse_claude",
