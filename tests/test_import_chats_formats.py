@@ -14,6 +14,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from everchat.actors import chat_sources
 from everchat.actors.chat_sources import (SourceError, conversation_items, parse_bytes, parse_chatgpt,
@@ -300,3 +302,32 @@ def test_an_older_codex_rollout_without_payloads_is_read_too():
     assert [(i.kind, i.text, i.date) for i in conversation_items(session, set())][1:] == [
         ("user", "[Codex, 2025-04-30] List the TODOs in main.go", "2025-04-30T16:20:00+00:00"),
         ("note", "[Codex replied] There are two TODOs.", "2025-04-30T16:20:00+00:00")]
+
+
+_LEAF = (st.none() | st.booleans() | st.integers(-5, 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+         | st.sampled_from(["user", "assistant", "tool", "system", "human", "text", "image", "tool_use", "tool_result",
+                            "thinking", "message", "response_item", "session_meta", "function_call",
+                            "function_call_output", "input_text", "output_text", "input_image", "multimodal_text",
+                            "image_asset_pointer", "code", "2025-01-01T00:00:00Z", "root"]))
+_KEYS = st.sampled_from(["mapping", "current_node", "message", "parent", "children", "author", "role", "content",
+                         "content_type", "parts", "create_time", "recipient", "metadata", "id", "title", "chat_messages",
+                         "sender", "text", "type", "name", "input", "uuid", "parentUuid", "sessionId", "timestamp",
+                         "cwd", "isSidechain", "isMeta", "payload", "call_id", "output", "arguments", "source", "data",
+                         "image_url", "attachments", "files", "file_name", "summary", "leafUuid", "root",
+                         "asset_pointer", "tool_use_id"])
+_VALUES = st.recursive(_LEAF, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=6),
+                       max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(_VALUES, max_size=4), st.booleans(), st.sampled_from(["mapping", "chat_messages", "payload", "sessionId"]))
+def test_a_file_of_any_shape_is_parsed_or_refused_in_words_never_a_crash(objects, as_lines, hint):
+    """Exports are foreign data: a field of an unexpected shape counts as missing."""
+    objects = [{**o, hint: o.get(hint, {})} if isinstance(o, dict) else {hint: o} for o in objects]
+    data = b"\n".join(json.dumps(o).encode() for o in objects) if as_lines else json.dumps(objects).encode()
+    try:
+        conversations = parse_bytes(data, "any.json")
+    except SourceError:
+        return
+    for conv in conversations:
+        conversation_items(conv, set(), with_tools=True)

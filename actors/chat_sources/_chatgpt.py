@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._types import ChatMessage, Conversation, SourceError, when
+from ._types import ChatMessage, Conversation, SourceError, ident, obj, seq, when
 
 __all__ = ["parse_chatgpt", "looks_like_chatgpt"]
 
@@ -32,11 +32,11 @@ def looks_like_chatgpt(data: Any) -> bool:
 def _parts(parts: Any, pointers: list[str]) -> str:
     """The parts' text; each image's asset pointer (its file in the export) goes to `pointers`."""
     out = []
-    for part in parts if isinstance(parts, list) else []:
+    for part in seq(parts):
         if isinstance(part, str):
             out.append(part)
         elif isinstance(part, dict):
-            kind = part.get("content_type", "")
+            kind = part.get("content_type")
             if kind == "image_asset_pointer":
                 out.append("[image]")
                 pointer = part.get("asset_pointer")
@@ -50,11 +50,11 @@ def _parts(parts: Any, pointers: list[str]) -> str:
 
 
 def _message(node_id: str, message: dict) -> ChatMessage | None:
-    author = message.get("author") or {}
+    author = obj(message.get("author"))
     role = author.get("role")
-    content = message.get("content") or {}
+    content = obj(message.get("content"))
     kind = content.get("content_type", "text")
-    metadata = message.get("metadata") or {}
+    metadata = obj(message.get("metadata"))
     if role == "system" or kind in _THINKING or kind in _SKIPPED:
         return None
     if metadata.get("is_visually_hidden_from_conversation"):
@@ -71,8 +71,8 @@ def _message(node_id: str, message: dict) -> ChatMessage | None:
     if not isinstance(text, str) or not text.strip():
         return None
     date = when(message.get("create_time"))
-    message_id = str(message.get("id") or node_id)
-    recipient = message.get("recipient") or "all"
+    message_id = ident(message.get("id")) or node_id
+    recipient = message.get("recipient") if isinstance(message.get("recipient"), str) else "all"
     if role == "user":
         return ChatMessage(message_id, "user", text, date, pointers=tuple(pointers))
     if role == "assistant":
@@ -80,7 +80,7 @@ def _message(node_id: str, message: dict) -> ChatMessage | None:
             return ChatMessage(message_id, "tool_call", text, date, recipient)
         return ChatMessage(message_id, "assistant", text, date)
     if role == "tool":
-        return ChatMessage(message_id, "tool_result", text, date, str(author.get("name") or "tool"))
+        return ChatMessage(message_id, "tool_result", text, date, ident(author.get("name")) or "tool")
     return None
 
 
@@ -90,7 +90,7 @@ def _branch(mapping: dict, current: Any) -> list[tuple[str, dict]]:
     node_id = current
     while isinstance(node_id, str) and node_id in mapping and node_id not in seen:
         seen.add(node_id)
-        node = mapping[node_id] or {}
+        node = obj(mapping[node_id])
         path.append((node_id, node))
         node_id = node.get("parent")
     path.reverse()
@@ -102,8 +102,8 @@ def _conversation(raw: dict, n: int) -> Conversation:
     if not isinstance(mapping, dict):
         raise SourceError(f"conversation {n} has no message tree (`mapping`)")
     current = raw.get("current_node")
-    if current not in mapping:  # an export without it: the last leaf in the file's order
-        leaves = [key for key, node in mapping.items() if not (node or {}).get("children")]
+    if not isinstance(current, str) or current not in mapping:  # an export without it: the last leaf in the file's order
+        leaves = [key for key, node in mapping.items() if not obj(node).get("children")]
         current = leaves[-1] if leaves else None
     messages = []
     for node_id, node in _branch(mapping, current):
@@ -112,7 +112,7 @@ def _conversation(raw: dict, n: int) -> Conversation:
             parsed = _message(node_id, message)
             if parsed is not None:
                 messages.append(parsed)
-    conversation_id = str(raw.get("conversation_id") or raw.get("id") or f"#{n}")
+    conversation_id = ident(raw.get("conversation_id")) or ident(raw.get("id")) or f"#{n}"
     title = raw.get("title") if isinstance(raw.get("title"), str) and raw.get("title").strip() else "Untitled"
     date = when(raw.get("create_time")) or next((m.date for m in messages if m.date), None)
     return Conversation("chatgpt", conversation_id, title.strip(), date, tuple(messages))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._types import ChatMessage, Conversation, SourceError, block_text, tool_input, when
+from ._types import ChatMessage, Conversation, SourceError, block_text, ident, obj, seq, tool_input, when
 
 __all__ = ["parse_claude", "looks_like_claude"]
 
@@ -45,17 +45,17 @@ def _pieces(message: dict) -> list[tuple[str, str, str]]:
             if kind == "text" and isinstance(block.get("text"), str):
                 add(sender, block["text"])
             elif kind == "tool_use":
-                add("tool_call", tool_input(block.get("input", {})), str(block.get("name") or "tool"))
+                add("tool_call", tool_input(block.get("input", {})), ident(block.get("name")) or "tool")
             elif kind == "tool_result":
-                add("tool_result", block_text(block.get("content")), str(block.get("name") or "tool"))
+                add("tool_result", block_text(block.get("content")), ident(block.get("name")) or "tool")
             elif kind == "image":
                 add(sender, "[image]")
     elif isinstance(message.get("text"), str):
         add(sender, message["text"])
-    extras = [f"[attached: {a.get('file_name')}]" for a in message.get("attachments") or []
-              if isinstance(a, dict) and a.get("file_name")]
-    extras += [f"[file: {f.get('file_name')}]" for f in message.get("files") or []
-               if isinstance(f, dict) and f.get("file_name")]
+    extras = [f"[attached: {obj(a)['file_name']}]" for a in seq(message.get("attachments"))
+              if isinstance(obj(a).get("file_name"), str)]
+    extras += [f"[file: {obj(f)['file_name']}]" for f in seq(message.get("files"))
+               if isinstance(obj(f).get("file_name"), str)]
     if extras:
         add(sender, " ".join(extras))
     return pieces
@@ -63,17 +63,17 @@ def _pieces(message: dict) -> list[tuple[str, str, str]]:
 
 def _conversation(raw: dict, n: int) -> Conversation:
     messages = []
-    for m, message in enumerate(raw.get("chat_messages") or []):
+    for m, message in enumerate(seq(raw.get("chat_messages"))):
         if not isinstance(message, dict):
             continue
-        base = str(message.get("uuid") or f"#{m}")
+        base = ident(message.get("uuid")) or f"#{m}"
         date = when(message.get("created_at"))
         for k, (role, text, name) in enumerate(_pieces(message)):
             messages.append(ChatMessage(base if k == 0 else f"{base}#{k}", role, text, date, name))
     name = raw.get("name")
     title = name.strip() if isinstance(name, str) and name.strip() else "Untitled"
     date = when(raw.get("created_at")) or next((m.date for m in messages if m.date), None)
-    return Conversation("claude", str(raw.get("uuid") or f"#{n}"), title, date, tuple(messages))
+    return Conversation("claude", ident(raw.get("uuid")) or f"#{n}", title, date, tuple(messages))
 
 
 def parse_claude(data: bytes) -> list[Conversation]:

@@ -16,7 +16,7 @@ A torn last line (a session being written) and other unreadable lines are skippe
 from __future__ import annotations
 
 from ._jsonl import json_lines, title_of
-from ._types import ChatMessage, Conversation, base64_image, block_text, tool_input, when
+from ._types import ChatMessage, Conversation, base64_image, block_text, ident, obj, seq, tool_input, when
 
 __all__ = ["parse_claude_code", "looks_like_claude_code"]
 
@@ -41,8 +41,8 @@ def _kept_branch(entries: list[dict]) -> list[dict]:
         return []
     path, seen = [], set()
     entry: dict | None = said[-1]
-    while entry is not None and entry.get("uuid") not in seen:
-        seen.add(entry.get("uuid"))
+    while entry is not None and ident(entry.get("uuid")) not in seen:
+        seen.add(ident(entry.get("uuid")))
         path.append(entry)
         parent = entry.get("parentUuid") or entry.get("logicalParentUuid")
         entry = by_uuid.get(parent) if isinstance(parent, str) else None
@@ -51,15 +51,15 @@ def _kept_branch(entries: list[dict]) -> list[dict]:
 
 
 def _claude_code_messages(entry: dict, tools: dict[str, str]) -> list[ChatMessage]:
-    message = entry.get("message") or {}
-    base = str(entry.get("uuid"))
+    message = obj(entry.get("message"))
+    base = ident(entry.get("uuid")) or "message"
     date = when(entry.get("timestamp"))
     role = "user" if entry.get("type") == "user" else "assistant"
     content = message.get("content")
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
     out: list[ChatMessage] = []
-    for block in content if isinstance(content, list) else []:
+    for block in seq(content):
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
@@ -72,13 +72,13 @@ def _claude_code_messages(entry: dict, tools: dict[str, str]) -> list[ChatMessag
             piece = (role, text, "")
         elif kind == "image":
             piece = (role, "[image]", "")
-            image = base64_image((block.get("source") or {}).get("data"))
+            image = base64_image(obj(block.get("source")).get("data"))
         elif kind == "tool_use":
-            name = str(block.get("name") or "tool")
-            tools[str(block.get("id"))] = name
+            name = ident(block.get("name")) or "tool"
+            tools[ident(block.get("id")) or ""] = name
             piece = ("tool_call", tool_input(block.get("input", {})), name)
         elif kind == "tool_result":
-            piece = ("tool_result", block_text(block.get("content")), tools.get(str(block.get("tool_use_id")), "tool"))
+            piece = ("tool_result", block_text(block.get("content")), tools.get(ident(block.get("tool_use_id")) or "", "tool"))
         if piece is None or not piece[1].strip():
             continue
         images = (image,) if image else ()
@@ -94,15 +94,15 @@ def _claude_code_messages(entry: dict, tools: dict[str, str]) -> list[ChatMessag
 def parse_claude_code(data: bytes, name: str = "") -> list[Conversation]:
     """One Claude Code session log -> one conversation (none when it holds no message)."""
     entries = [obj for _, obj in json_lines(data)]
-    summaries = {e.get("leafUuid"): e.get("summary") for e in entries if e.get("type") == "summary"}
+    summaries = {ident(e.get("leafUuid")): e.get("summary") for e in entries if e.get("type") == "summary"}
     branch = [e for e in _kept_branch(entries) if not e.get("isMeta")]
     tools: dict[str, str] = {}
     messages = [m for e in branch for m in _claude_code_messages(e, tools)]
     if not messages:
         return []
     first = branch[0]
-    ids = {e.get("uuid") for e in branch}
+    ids = {ident(e.get("uuid")) for e in branch}
     title = next((s for leaf, s in reversed(summaries.items()) if leaf in ids and isinstance(s, str)), None)
-    session = str(first.get("sessionId") or name or "session")
+    session = ident(first.get("sessionId")) or name or "session"
     return [Conversation("claude-code", session, title or title_of(messages), when(first.get("timestamp")),
-                         tuple(messages), str(first.get("cwd") or ""))]
+                         tuple(messages), first.get("cwd") if isinstance(first.get("cwd"), str) else "")]

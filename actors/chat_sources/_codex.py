@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from ._jsonl import first_line, json_lines, title_of
-from ._types import ChatMessage, Conversation, base64_image, block_text, tool_input, when
+from ._types import ChatMessage, Conversation, base64_image, block_text, ident, obj, seq, tool_input, when
 
 __all__ = ["parse_codex", "looks_like_codex"]
 
@@ -35,7 +35,7 @@ def looks_like_codex(data: bytes) -> bool:
 def _codex_text(content: Any, images: list[bytes]) -> str:
     """The blocks' text; an image's bytes (a `data:` URL) go to `images`."""
     out = []
-    for block in content if isinstance(content, list) else []:
+    for block in seq(content):
         if isinstance(block, dict):
             if block.get("type") in ("input_text", "output_text", "text") and isinstance(block.get("text"), str):
                 out.append(block["text"])
@@ -89,16 +89,17 @@ def parse_codex(data: bytes, name: str = "") -> list[Conversation]:
             elif role == "assistant":
                 piece = ("assistant", text, "")
         elif item in ("function_call", "custom_tool_call", "local_shell_call"):
-            tool = str(payload.get("name") or ("shell" if item == "local_shell_call" else "tool"))
-            calls[str(payload.get("call_id"))] = tool
+            tool = ident(payload.get("name")) or ("shell" if item == "local_shell_call" else "tool")
+            calls[ident(payload.get("call_id")) or ""] = tool
             args = payload.get("arguments", payload.get("input", payload.get("action", {})))
             piece = ("tool_call", tool_input(args), tool)
         elif item in ("function_call_output", "custom_tool_call_output"):
-            piece = ("tool_result", _codex_output(payload.get("output")), calls.get(str(payload.get("call_id")), "tool"))
+            piece = ("tool_result", _codex_output(payload.get("output")), calls.get(ident(payload.get("call_id")) or "", "tool"))
         if piece is not None and piece[1].strip():
             messages.append(ChatMessage(f"line-{n}", piece[0], piece[1], date, piece[2], tuple(images)))
     if not messages:
         return []
-    session = str(meta.get("id") or name or "session")
+    session = ident(meta.get("id")) or name or "session"
     start = when(meta.get("timestamp")) or next((m.date for m in messages if m.date), None)
-    return [Conversation("codex", session, title_of(messages), start, tuple(messages), str(meta.get("cwd") or ""))]
+    return [Conversation("codex", session, title_of(messages), start, tuple(messages),
+                         meta.get("cwd") if isinstance(meta.get("cwd"), str) else "")]

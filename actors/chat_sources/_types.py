@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 __all__ = ["ChatMessage", "Conversation", "SourceError", "APPS", "ROLES", "when", "tool_input", "block_text",
-           "base64_image"]
+           "base64_image", "obj", "seq", "ident"]
 
 #: source -> the app's name as the person knows it (what the log's prefixes say)
 APPS = {"chatgpt": "ChatGPT", "claude": "Claude", "claude-code": "Claude Code", "codex": "Codex"}
@@ -50,6 +50,26 @@ class Conversation:
     @property
     def app(self) -> str:
         return APPS[self.source]
+
+
+def obj(value: Any) -> dict:
+    """`value` when it is a JSON object, else an empty one: the exports are read leniently,
+    a field of an unexpected shape counts as missing."""
+    return value if isinstance(value, dict) else {}
+
+
+def seq(value: Any) -> list:
+    """`value` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def ident(value: Any) -> str | None:
+    """An id (a string, or a number written as one); None for anything else."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
 
 
 def when(value: Any) -> datetime | None:
