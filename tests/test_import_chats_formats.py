@@ -145,6 +145,8 @@ def test_the_format_is_told_from_the_content_and_a_folder_is_searched():
     assert [len(f.conversations) for f in found] == [0, 1]  # a log holding only a summary gives none
     with pytest.raises(SourceError, match="not a ChatGPT or Claude export"):
         parse_bytes(b"just some notes\n", "notes.txt")
+    with pytest.raises(SourceError, match="deep.json: not JSON"):
+        parse_bytes(b"[" * 200_000 + b"]" * 200_000, "deep.json")  # too deep to read: refused in words
 
 
 def test_a_folder_skips_files_that_hold_no_chat_and_says_why(tmp_path):

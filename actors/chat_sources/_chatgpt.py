@@ -123,7 +123,7 @@ def parse_chatgpt(data: bytes) -> list[Conversation]:
     (`current_node`'s path), without system messages, hidden context or reasoning."""
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise SourceError(f"not JSON: {error}") from None
     if not isinstance(raw, list):
         raise SourceError("not a ChatGPT export: conversations.json holds a list of conversations")

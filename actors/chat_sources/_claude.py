@@ -80,7 +80,7 @@ def parse_claude(data: bytes) -> list[Conversation]:
     """Claude's `conversations.json` -> its conversations, without thinking blocks."""
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise SourceError(f"not JSON: {error}") from None
     if not isinstance(raw, list):
         raise SourceError("not a Claude export: conversations.json holds a list of conversations")

@@ -54,7 +54,7 @@ def parse_bytes(data: bytes, name: str) -> list[Conversation]:
     if head == b"[":
         try:
             loaded = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as error:
+        except (ValueError, UnicodeDecodeError, RecursionError) as error:
             raise SourceError(f"{name}: not JSON ({error})") from None
         if looks_like_chatgpt(loaded):
             return parse_chatgpt(data)

@@ -18,7 +18,7 @@ def json_lines(data: bytes) -> Iterator[tuple[int, dict]]:
     for n, line in enumerate(data.splitlines(), 1):
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             continue
         if isinstance(obj, dict):
             yield n, obj
