@@ -332,4 +332,17 @@ def test_a_file_of_any_shape_is_parsed_or_refused_in_words_never_a_crash(objects
     except SourceError:
         return
     for conv in conversations:
-        conversation_items(conv, set(), with_tools=True)
+        for item in conversation_items(conv, set(), with_tools=True):
+            item.text.encode()  # clean UTF-8 (a lone surrogate would be refused by the store)
+            assert len(item.key.encode()) <= 1024 and item.key.count(":") <= 3 + item.key.endswith("+")
+
+
+def test_a_lone_surrogate_or_a_colon_in_an_id_cannot_spoil_a_key_or_a_text():
+    export = [{"title": "bad \ud800 title", "conversation_id": "a:b", "current_node": "m:1", "mapping": {
+        "m:1": {"id": "m:1", "parent": None, "children": [], "message": {
+            "id": "m:1", "author": {"role": "user"}, "create_time": 1.7e9,
+            "content": {"content_type": "text", "parts": ["half an emoji \ud83d here"]}}}}}]
+    (conv,) = parse_chatgpt(json.dumps(export).encode())
+    head, said = conversation_items(conv, set())
+    assert said.text == "[ChatGPT, 2023-11-14] half an emoji \ufffd here" and "bad \ufffd title" in head.text
+    assert head.key.startswith("chat:chatgpt:sha256-") and said.key.count(":") == 3

@@ -31,6 +31,7 @@ message is known by its uuid in whatever session log it was logged from (`rememb
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import NamedTuple
@@ -43,6 +44,7 @@ from ._types import ChatMessage, Conversation
 __all__ = ["Item", "conversation_items", "imported_ids", "remember", "source_prefix", "KEY_PREFIX"]
 
 KEY_PREFIX = "chat:"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins pairs: any left is alone
 _MAX_ID = 200  # longer ids are shortened to a digest, so a key stays well within the store's limit
 _TEXT_CHARS = MAX_TEXT_BYTES // 4 - 1024  # a text that could be over the store's limit is cut (said so)
 
@@ -59,7 +61,16 @@ class Item(NamedTuple):
 
 
 def _id(value: str) -> str:
-    return value if len(value) <= _MAX_ID else "sha256-" + hashlib.sha256(value.encode()).hexdigest()[:32]
+    """An id as it goes into a key: itself, or a digest when it is long, holds a `:` (the
+    key's separator) or is not clean UTF-8."""
+    if len(value) <= _MAX_ID and ":" not in value and _clean(value) == value:
+        return value
+    return "sha256-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _clean(text: str) -> str:
+    """`text` as UTF-8 can hold it: a lone surrogate (JSON can escape one) becomes U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def source_prefix(source: str) -> str:
@@ -77,7 +88,7 @@ def _key(conv: Conversation, message: ChatMessage) -> str:
 def _alias(key: str) -> str | None:
     """A Claude Code message's id whatever session log holds it: a resumed session's log
     starts with copies of the earlier session's messages, under their own uuids."""
-    parts = key.split(":")
+    parts = key.split(":")  # ids never hold a ":" (`_id`)
     if len(parts) == 4 and parts[1] == "claude-code" and not parts[3].startswith("+"):
         return f"{KEY_PREFIX}claude-code:uuid:{parts[3]}"
     return None
@@ -153,15 +164,15 @@ def conversation_items(conv: Conversation, known: set[str], last: str | None = N
             continue
         kind, text = _render(conv, message)
         images = tuple(data for data in message.images if len(data) <= MAX_ASSET_BYTES and image_type(data))
-        body.append(Item(kind, _bounded(redact(text)), key, meta, _iso(moment), images))
+        body.append(Item(kind, _bounded(redact(_clean(text))), key, meta, _iso(moment), images))
     if not body:
         return []
     head = _head_key(conv)
     if head not in known:
-        heading = Item("note", redact(_heading(conv, False)), head, meta, _iso(conv.date))
+        heading = Item("note", redact(_clean(_heading(conv, False))), head, meta, _iso(conv.date))
     elif last is not None and (last == head or last.startswith(head + ":")):
         return body  # the run that logged its first messages was interrupted: go on after them
     else:
-        heading = Item("note", redact(_heading(conv, True)), f"{head}:+{body[0].key[len(head) + 1:]}", meta,
+        heading = Item("note", redact(_clean(_heading(conv, True))), f"{head}:+{body[0].key[len(head) + 1:]}", meta,
                        body[0].date)
     return [heading, *body]
