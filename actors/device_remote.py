@@ -1,0 +1,377 @@
+"""Joining another computer to the chat (docs/HANDS.md §5, R39): both ends of the remote
+device's protocol.
+
+The hub's end, `EnrollmentServer`: one ROUTER socket in a zmq.Context of its own (so it
+has a ZAP handler of its own), a CURVE server with the hub's key pair `devices`. Its ZAP
+handler lets in any CURVE client key (a joining computer is not known yet) and records the
+key as the connection's User-Id; the socket takes one message, `EnrollDevice(name,
+secret, public_key)`, whose `public_key` must be the key of the connection it came on
+(so the joiner proves it holds the secret key). The hub checks the secret and answers
+`DeviceEnrolled(name, endpoint)` (the hub node's address, its key pinned) or an error.
+
+The device's end, `run_device`: `everchat device join LINK --name NAME` on the other
+computer, with its own `$EVERCHAT_HOME`. It makes this computer's CURVE pair
+(`HOME/device/keys/device.key`, 0600), enrolls once (the link's secret joins once; the
+result is kept in `HOME/device/joined.json`), then serves jobs until stopped: it dials the
+hub (it listens on nothing), long-polls `PollJobs`, runs each job with `run_job` in
+`work_folder(HOME, caller)` after journaling it (`HOME/device/journal.jsonl`, fsynced), and
+reports the outcome (`ReportJob`); output chunks go as `DeviceOutput` tells. A lost
+connection is retried by itself; at start (and so after a crash) the journal's finished
+but unreported jobs are reported, and a job that may have started is reported uncertain,
+never run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+import zmq
+from zmq.utils import z85
+
+from everchat.actors.device_jobs import Job, Journal, Outcome, run_job, work_folder
+from everchat.transport import (ActorStopped, AskTimeout, KeyPair, KeyStore, Node, PeerLost, RemoteError,
+                                TransportError, schema)
+
+__all__ = ["EnrollmentServer", "JoinRefused", "parse_link", "enroll", "DeviceRunner", "run_device", "POLL_WAIT"]
+
+log = logging.getLogger("everchat.device")
+
+POLL_WAIT = 20.0          # a poll's wait for work (the hub answers "none" after it)
+_ENROLL_DOMAIN = b"everchat-enroll"
+
+
+class JoinRefused(Exception):
+    """The chat refused to enroll this computer (the text says why), or did not answer."""
+
+
+# ---- the hub's end -----------------------------------------------------------------------
+
+
+class EnrollmentServer:
+    """The enrollment socket (module docstring). `on_enroll(msg)` runs in this server's
+    thread and returns the reply message (`DeviceEnrolled` or `ErrorReply`)."""
+
+    def __init__(self, pair: KeyPair, bind: str, on_enroll) -> None:
+        self.pair = pair
+        self.on_enroll = on_enroll
+        self.public_key = pair.public.decode("ascii")
+        self._context = zmq.Context()
+        self._zap = self._context.socket(zmq.ROUTER)
+        self._zap.bind("inproc://zeromq.zap.01")
+        self._router = self._context.socket(zmq.ROUTER)
+        self._router.zap_domain = _ENROLL_DOMAIN
+        self._router.curve_server = True
+        self._router.curve_secretkey = pair.secret
+        self._router.curve_publickey = pair.public
+        self._router.setsockopt(zmq.LINGER, 1000)
+        self._router.setsockopt(zmq.MAXMSGSIZE, 64 * 1024)
+        self._router.bind(bind)
+        self.address = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="devices-enrollment", daemon=True)
+
+    def __repr__(self) -> str:
+        return f"<EnrollmentServer {self.address}>"
+
+    def start(self) -> EnrollmentServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._zap, zmq.POLLIN)
+        poller.register(self._router, zmq.POLLIN)
+        try:
+            while not self._stop.is_set():
+                for sock, _ in poller.poll(200):
+                    try:
+                        if sock is self._zap:
+                            self._on_zap(self._zap.recv_multipart())
+                        else:
+                            self._on_request()
+                    except Exception:  # one bad request must not end enrollment
+                        log.exception("%s: request failed", self)
+        finally:
+            self._router.close(linger=1000)
+            self._zap.close(linger=0)
+            self._context.term()
+
+    def _on_zap(self, frames: list[bytes]) -> None:
+        """Any CURVE key gets in; the key becomes the connection's User-Id."""
+        if len(frames) < 8:
+            return
+        envelope, request_id, mechanism = frames[0], frames[3], frames[7]
+        if mechanism == b"CURVE" and len(frames) > 8 and len(frames[8]) == 32:
+            self._zap.send_multipart([envelope, b"", b"1.0", request_id, b"200", b"OK", z85.encode(frames[8]), b""])
+        else:
+            log.warning("%s: refused a %s client: enrollment needs CURVE", self, mechanism.decode(errors="replace"))
+            self._zap.send_multipart([envelope, b"", b"1.0", request_id, b"400", b"CURVE only", b"", b""])
+
+    def _on_request(self) -> None:
+        identity = self._router.recv(copy=False)
+        key = identity.get("User-Id")
+        frames = [identity.bytes]
+        while self._router.getsockopt(zmq.RCVMORE):
+            frames.append(self._router.recv())
+        if len(frames) != 2:
+            log.warning("%s: dropped a request of %d frames from key %s", self, len(frames), key)
+            return
+        try:
+            msg = schema.decode(frames[1])
+        except TransportError as error:
+            log.warning("%s: dropped a bad request from key %s: %s", self, key, error)
+            return
+        if not isinstance(msg, schema.EnrollDevice):
+            reply = schema.ErrorReply("PermissionError", f"the enrollment socket takes EnrollDevice, not {msg.type_name}")
+        elif msg.public_key != key:
+            reply = schema.ErrorReply("PermissionError", "the public key in EnrollDevice is not the connection's")
+        else:
+            reply = self.on_enroll(msg)
+        if isinstance(reply, schema.ErrorReply):
+            log.warning("%s: refused %s from key %s: %s", self, msg.type_name, key, reply.text)
+        self._router.send_multipart([frames[0], schema.encode(reply)])
+
+
+# ---- the device's end --------------------------------------------------------------------
+
+
+def parse_link(link: str) -> tuple[str, bytes, str]:
+    """`tcp://HOST:PORT;key=Z85KEY;secret=SECRET` -> (tcp://HOST:PORT, key, secret);
+    ValueError naming what is wrong."""
+    base, *options = link.strip().split(";")
+    fields = dict(option.partition("=")[::2] for option in options)
+    host, _, port = base[len("tcp://"):].rpartition(":")
+    if not base.startswith("tcp://") or not host or not port.isdigit():
+        raise ValueError(f"not a join link: {base!r} is not tcp://HOST:PORT")
+    key, secret = fields.get("key", ""), fields.get("secret", "")
+    if len(key) != 40 or not secret:
+        raise ValueError("not a join link: it needs ;key=SERVERKEY (40 characters) and ;secret=SECRET")
+    return base, key.encode("ascii"), secret
+
+
+def enroll(link: str, name: str, pair: KeyPair, timeout: float = 15.0) -> str:
+    """Present the link's secret for `name` with this computer's key; the hub node's
+    endpoint, dialled at the link's host. JoinRefused with the chat's reason, or when no
+    answer comes within `timeout` (a wrong key in the link, a closed port)."""
+    address, server_key, secret = parse_link(link)
+    context = zmq.Context()
+    sock = context.socket(zmq.DEALER)
+    try:
+        sock.curve_serverkey = server_key
+        sock.curve_publickey = pair.public
+        sock.curve_secretkey = pair.secret
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(address)
+        sock.send(schema.encode(schema.EnrollDevice(name, secret, pair.public.decode("ascii"))))
+        if not sock.poll(int(timeout * 1000)):
+            raise JoinRefused(f"no answer from the chat at {address} within {timeout:.0f} s (is `everchat serve --tcp` "
+                              "running there, and is the link whole?)")
+        reply = schema.decode(sock.recv())
+    finally:
+        sock.close(linger=0)
+        context.term()
+    if isinstance(reply, schema.ErrorReply):
+        raise JoinRefused(f"the chat refused to join this computer as {name!r}: {reply.text}")
+    if not isinstance(reply, schema.DeviceEnrolled) or not reply.endpoint.startswith("tcp://"):
+        raise JoinRefused(f"the chat at {address} answered {reply.type_name}, not DeviceEnrolled")
+    # The hub's node listens where the link pointed us (its own idea of its host may be
+    # an address only it can use): keep its ports and key, take the link's host.
+    rest = reply.endpoint[len("tcp://"):]
+    host_port, _, options = rest.partition(";")
+    port = host_port.rpartition(":")[2]
+    host = address[len("tcp://"):].rpartition(":")[0]
+    return f"tcp://{host}:{port};{options}"
+
+
+class DeviceRunner:
+    """The joined computer's loop (module docstring). `serve()` returns when `stop` is set
+    (0) or the chat removed this computer (1)."""
+
+    def __init__(self, home: Path, name: str, endpoint: str, pair: KeyPair, stop: threading.Event) -> None:
+        self.home = Path(home)
+        self.name = name
+        self.endpoint = endpoint
+        self.stop = stop
+        folder = self.home / "device"
+        self.journal = Journal(folder / "journal.jsonl")
+        self.node = Node(f"device.{name}", pair=pair, connect_timeout=5.0)
+        self._lock = threading.Lock()
+        self._running: dict[str, tuple[Job, threading.Event, threading.Thread]] = {}
+        self._unreported: dict[str, Outcome] = {}
+        self._output: queue.Queue = queue.Queue(maxsize=1000)
+        self._removed: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<DeviceRunner {self.name} -> {self.endpoint.split(';')[0]}>"
+
+    def serve(self) -> int:
+        self.node.start()
+        self.node.route("devices", self.endpoint)
+        sender = threading.Thread(target=self._send_output, name="device-output", daemon=True)
+        sender.start()
+        try:
+            for job, outcome in self.journal.recover(time.time()):
+                self._unreported[job.id] = outcome   # finished, or uncertain: reported, never rerun
+                log.info("%s: job %s from before this start is reported as %s", self, job.id,
+                         "uncertain" if outcome.uncertain else "finished")
+            backoff = 0.2
+            while not self.stop.is_set() and self._removed is None:
+                self._report_all()
+                try:
+                    work = self.node.ask("devices", schema.PollJobs(self.name, POLL_WAIT, self._holding()),
+                                         timeout=POLL_WAIT + 15.0)
+                except (PeerLost, AskTimeout, ActorStopped) as error:
+                    log.info("%s: the chat is not reachable (%s); trying again", self, error)
+                    self.stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                except RemoteError as error:
+                    self._refused(error)
+                    continue
+                backoff = 0.2
+                for caller in work.stop:
+                    self._stop_caller(caller)
+                for item in work.jobs:
+                    self._start(item)
+        finally:
+            for _, cancel, _ in list(self._running.values()):
+                cancel.set()
+            for _, _, thread in list(self._running.values()):
+                thread.join(10.0)
+            self._output.put(None)
+            sender.join(2.0)
+            self.node.stop()
+            self.journal.close()
+        if self._removed is not None:
+            log.error("%s: %s", self, self._removed)
+            return 1
+        return 0
+
+    def _refused(self, error: RemoteError) -> None:
+        if error.kind == "PermissionError":
+            self._removed = error.text
+        else:
+            log.warning("%s: the chat answered an error: %s", self, error)
+            self.stop.wait(1.0)
+
+    def _holding(self) -> list[str]:
+        with self._lock:
+            return sorted(set(self._running) | set(self._unreported))
+
+    def _start(self, item: dict) -> None:
+        job = Job(id=str(item["id"]), tool=str(item["tool"]), arguments=dict(item["arguments"]),
+                  caller=str(item["caller"]), timeout=float(item["timeout"]), created=float(item["created"]))
+        with self._lock:
+            if job.id in self._running or job.id in self._unreported:
+                return
+            if self.journal.known(job.id):       # sent again (the hub restarted): never run twice
+                self._unreported[job.id] = self.journal.outcome(job.id) or Outcome(
+                    "this job may have run before the device restarted; it was not run again", True, True)
+                return
+            self.journal.begin(job)              # before it starts (fsync): the order is the guarantee
+            cancel = threading.Event()
+            thread = threading.Thread(target=self._run, args=(job, cancel), name=f"device-job-{job.id}", daemon=True)
+            self._running[job.id] = (job, cancel, thread)
+        thread.start()
+
+    def _run(self, job: Job, cancel: threading.Event) -> None:
+        try:
+            outcome = run_job(job, work_folder(self.home, job.caller), lambda text: self._queue_output(job, text),
+                              cancel)
+        except Exception as error:
+            log.exception("%s: job %s failed", self, job.id)
+            outcome = Outcome(f"the job could not run: {type(error).__name__}: {error}", is_error=True)
+        self.journal.finish(job.id, outcome)
+        with self._lock:
+            self._unreported[job.id] = outcome
+            self._running.pop(job.id, None)
+        self._report(job.id, outcome)
+
+    def _report_all(self) -> None:
+        with self._lock:
+            pending = list(self._unreported.items())
+        for job_id, outcome in pending:
+            if not self._report(job_id, outcome):
+                return
+
+    def _report(self, job_id: str, outcome: Outcome) -> bool:
+        try:
+            self.node.ask("devices", schema.ReportJob(self.name, job_id, outcome.text, outcome.is_error,
+                                                      outcome.uncertain), timeout=10.0)
+        except RemoteError as error:
+            self._refused(error)
+            return False
+        except TransportError as error:
+            log.info("%s: report of %s not delivered (%s); it goes again after the next poll", self, job_id, error)
+            return False
+        self.journal.delivered(job_id)
+        with self._lock:
+            self._unreported.pop(job_id, None)
+        return True
+
+    def _stop_caller(self, caller: str) -> None:
+        with self._lock:
+            for job, cancel, _ in self._running.values():
+                if job.caller == caller:
+                    log.info("%s: stopping job %s of %s", self, job.id, caller)
+                    cancel.set()
+
+    def _queue_output(self, job: Job, text: str) -> None:
+        try:
+            self._output.put_nowait((job.id, text))
+        except queue.Full:  # output is a hint: the result carries what counts
+            pass
+
+    def _send_output(self) -> None:
+        while True:
+            item = self._output.get()
+            if item is None:
+                return
+            try:
+                self.node.tell("devices", schema.DeviceOutput(self.name, item[0], item[1]))
+            except TransportError as error:
+                log.info("%s: output chunk dropped: %s", self, error)
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -> int:
+    """`everchat device join`: enroll (once) and serve jobs until `stop` (module docstring).
+    JoinRefused when enrollment is refused; ValueError for a bad link or name."""
+    folder = Path(home) / "device"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    pair = KeyStore(folder).ensure("device")
+    joined_file = folder / "joined.json"
+    joined = json.loads(joined_file.read_text("utf-8")) if joined_file.exists() else None
+    if joined is not None and joined.get("name") != name:
+        raise JoinRefused(f"this computer joined a chat as {joined.get('name')!r}; to join as {name!r}, remove "
+                          f"{joined_file} first")
+    if joined is None:
+        if not link:
+            raise JoinRefused("this computer has not joined a chat yet: give the link `everchat device add` printed")
+        endpoint = enroll(link, name, pair)
+        joined = {"version": 1, "name": name, "endpoint": endpoint, "joined": time.time()}
+        _write_private(joined_file, json.dumps(joined))
+        log.info("joined the chat at %s as %r", endpoint.split(";")[0], name)
+    return DeviceRunner(home, name, joined["endpoint"], pair, stop).serve()
