@@ -7,6 +7,12 @@ that share words with the question (the person's own lines first when they ask
 what *they* said; the latest line on ties, R34), zooms down to the message, and
 answers with the message's own words. A statement is acknowledged. Replies stream
 in several pieces; a zoom is a real tool call, answered by the turn runner.
+
+It also shows the hands (issue 11, R38, R39), only when the request offers the tools: a
+message with a command in backticks (``run `uname -a` on laptop``) gets a `shell` call
+(with `device` when it names one), a message in `call_texts.agent_request`'s form gets a
+`spawn` call, and the next request, carrying that call's result, is answered from it. The
+same rule serves an agent's call: its last text is its task.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from everchat.actors.call_texts import read_task, split_turn
+from everchat.actors.call_texts import read_agent_request, read_task, split_turn
 
 from ._summarize import KINDS, key_tokens, summarize
 from ._types import (
@@ -33,7 +39,7 @@ from ._types import (
     approx_tokens,
 )
 
-__all__ = ["DemoConnection", "demo_turn"]
+__all__ = ["DemoConnection", "demo_turn", "hands_turn"]
 
 _LINE = re.compile(r"^(\d+)\+(\d+)\|(.*)$")
 _WORD = re.compile(r"[\w][\w'.-]*[\w]|[\w]")
@@ -50,6 +56,9 @@ _QUESTION = re.compile(r"^\s*(what|which|who|whom|whose|when|where|why|how|do|di
 _REMEMBER = re.compile(r"\bremember\b(?:\s+(?:that|this|the word|these|for me))?[\s:,]*(.+?)\s*(?:[.!?](?:\s|$)|$)",
                        re.I | re.S)
 _MAX_ZOOMS = 24
+_COMMAND = re.compile(r"`([^`\n]*[^`\s][^`\n]*)`(?:\s+on\s+([A-Za-z0-9][\w-]*(?:\.[\w-]+)*))?")
+_NOT_A_DEVICE = frozenset({"this", "that", "the", "my", "your", "a", "it", "here"})  # "on this computer"
+_SHOWN = 3000  # characters of a tool's output a reply quotes at most
 _PIECE = 16  # characters per streamed piece
 
 
@@ -219,6 +228,78 @@ def demo_turn(request: Request) -> tuple[str, ToolCall | None, str]:
     return "", None, f"I found nothing about that in my memory.{looked}"
 
 
+
+# --- the hands (issue 11): shell and spawn -------------------------------------------------
+
+
+def _person_text(request: Request) -> str:
+    """The last text the person (or, for an agent, its task) gave: the last text block of
+    a user message, the turn header and the view taken off."""
+    for message in reversed(request.messages):
+        if message.role != "user":
+            continue
+        for block in reversed(message.content):
+            if isinstance(block, TextBlock):
+                parts = split_turn(block.text)
+                if parts is not None:
+                    return parts[1]
+                text = block.text
+                close = text.rfind("</chat>")
+                return text[close + len("</chat>"):].strip() if close >= 0 else text.strip()
+    return ""
+
+
+def _quoted(text: str) -> str:
+    """A tool's output as a reply quotes it: whole up to `_SHOWN` characters, else its
+    start and its end with how much is left out between them."""
+    text = text.rstrip("\n")
+    if len(text) <= _SHOWN:
+        return text
+    half = _SHOWN // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters not quoted here ...]\n{text[-half:]}"
+
+
+def _answer_hands(call: ToolUseBlock, result: ToolResultBlock) -> str:
+    """The reply once a shell or spawn call has its result: short, honest, quoting it."""
+    if call.name == "spawn":
+        name = call.input.get("name", "?")
+        if result.is_error:
+            return f"I could not start the agent {name}: {_quoted(result.text)}"
+        return f"I started the agent {name}; it will report here when it is done."
+    command = call.input.get("command", "")
+    where = call.input.get("device") or "this computer"
+    verb = "failed" if result.is_error else "printed"
+    output = _quoted(result.text) or "(nothing)"
+    return f"`{command}` on {where} {verb}:\n{output}"
+
+
+def hands_turn(request: Request) -> tuple[str, ToolCall | None, str] | None:
+    """(thinking, a shell or spawn call or None, the reply) when the request is about the
+    hands, else None (the memory model answers)."""
+    offered = {tool.name for tool in request.tools}
+    if not offered & {"shell", "spawn"}:
+        return None
+    history = _history(request)
+    if history:
+        call, result = history[-1]
+        if call.name in ("shell", "spawn") and result is not None:
+            return "", None, _answer_hands(call, result)
+    text = _person_text(request)
+    wanted = read_agent_request(text)
+    if wanted is not None and "spawn" in offered:
+        name, task = wanted
+        call = ToolCall(f"demo-spawn-{len(history) + 1}", "spawn", {"name": name, "task": task})
+        return f"The person asks for an agent named {name}: I start it.", call, ""
+    command = _COMMAND.search(text)
+    if command is not None and "shell" in offered:
+        device = command.group(2) if command.group(2) and command.group(2).lower() not in _NOT_A_DEVICE else ""
+        arguments = {"command": command.group(1).strip()} | ({"device": device} if device else {})
+        where = f"on {device}" if device else "here"
+        call = ToolCall(f"demo-shell-{len(history) + 1}", "shell", arguments)
+        return f"The message names a command in backticks: I run it {where}.", call, ""
+    return None
+
+
 def _pieces(text: str) -> list[str]:
     return [text[k:k + _PIECE] for k in range(0, len(text), _PIECE)]
 
@@ -248,7 +329,7 @@ class DemoConnection(Connection):
             yield Usage(input=prompt_tokens, output=approx_tokens(line))
             yield Stop("end_turn")
             return
-        thinking, call, text = demo_turn(request)
+        thinking, call, text = hands_turn(request) or demo_turn(request)
         if thinking:
             yield ThinkingDelta(thinking)
         for piece in _pieces(text):
