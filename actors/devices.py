@@ -407,7 +407,7 @@ class DevicesActor(Actor):
         self._lock = threading.Lock()                  # the core, from the actor and job threads
         self._cancels: dict[str, tuple[str, threading.Event]] = {}   # local job id -> (caller, cancel)
         self._threads: set[threading.Thread] = set()
-        self._stop = threading.Event()
+        self._closing = threading.Event()
         self._ticker: threading.Thread | None = None
 
     def on_start(self) -> None:
@@ -435,7 +435,7 @@ class DevicesActor(Actor):
     def on_stop(self) -> None:
         """Runs in the actor's thread at stop: local jobs are cancelled (their groups
         killed) and waited for a little, the enrollment socket closes."""
-        self._stop.set()
+        self._closing.set()
         for _, cancel in list(self._cancels.values()):
             cancel.set()
         for thread in list(self._threads):
@@ -633,7 +633,7 @@ class DevicesActor(Actor):
 
     def _tick(self) -> None:
         """Answers polls past their wait and expires records, every half second."""
-        while not self._stop.wait(0.5):
+        while not self._closing.wait(0.5):
             try:
                 with self._lock:
                     now = time.time()

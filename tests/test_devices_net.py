@@ -1,0 +1,293 @@
+"""Joining another computer, for real (docs/HANDS.md §5, R39): the device hub hosted in this
+test's own node bound on tcp with the chat's keys (as `everchat serve --tcp` will host it),
+and each device a separate `everchat device join` process with its own `$EVERCHAT_HOME`,
+joined with the command `everchat device add` printed. Every process started here is
+killed in the fixtures; every job's process group is checked or killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from polling import wait_until
+
+from everchat.actors.device_jobs import group_alive
+from everchat.actors.devices import DevicesActor
+from everchat.transport import KeyStore, Node, PeerLost, schema
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")
+
+WAIT = 60.0
+
+
+def everchat(*argv: str, home: Path, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ, EVERCHAT_HOME=str(home))
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *argv], env=env, capture_output=True,
+                          text=True, timeout=WAIT, **kwargs)
+
+
+class Hub:
+    """The chat's side: a node named "supervisor" on tcp hosting the device hub, and the
+    run file that tells the CLI where it is."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.chat = home / "chat"
+        self.node: Node | None = None
+        self.port = 0
+
+    def start(self) -> Hub:
+        (self.chat / "run").mkdir(parents=True, exist_ok=True)
+        keys = KeyStore(self.chat / "config")
+        self.node = Node("supervisor", bind=f"tcp://127.0.0.1:{self.port}", keys=keys).start()
+        self.port = int(self.node.endpoint.split(";")[0].rpartition(":")[2])
+        self.node.host("devices", DevicesActor, home=self.home, chat=self.chat)
+        info = {"version": 1, "pid": os.getpid(), "host": socket.gethostname(), "endpoint": self.node.endpoint,
+                "placement": "single", "transport": "tcp", "attachable": True}
+        (self.chat / "run" / "supervisor.json").write_text(json.dumps(info))
+        return self
+
+    def stop(self) -> None:
+        if self.node is not None:
+            self.node.stop()
+            self.node = None
+
+    def row(self, name: str) -> dict | None:
+        rows = self.node.ask("devices", schema.ListDevices(), timeout=5.0).devices
+        return next((row for row in rows if row["name"] == name), None)
+
+    def run(self, job: str, command: str, device: str = "laptop", caller: str = "main") -> schema.JobResult:
+        return self.node.ask("devices", schema.RunJob(job, device, "shell", {"command": command}, caller, 0.0),
+                             timeout=WAIT)
+
+    def run_in_background(self, job: str, command: str, device: str = "laptop") -> dict:
+        """RunJob from a thread of its own; the dict gets "result" or "error"."""
+        box: dict = {}
+
+        def ask() -> None:
+            try:
+                box["result"] = self.run(job, command, device)
+            except Exception as error:  # the test reads it
+                box["error"] = error
+
+        thread = threading.Thread(target=ask, daemon=True)
+        thread.start()
+        box["thread"] = thread
+        return box
+
+
+class Devices:
+    """`everchat device join` processes; all killed at the end."""
+
+    def __init__(self) -> None:
+        self.processes: list[subprocess.Popen] = []
+        self.groups: list[Path] = []         # pid files of job shells (each leads its group)
+
+    def join(self, home: Path, link: str, name: str = "laptop") -> subprocess.Popen:
+        env = dict(os.environ, EVERCHAT_HOME=str(home))
+        home.mkdir(parents=True, exist_ok=True)
+        log = open(home / f"join-{len(self.processes)}.log", "w")
+        process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "device", "join", link,
+                                    "--name", name], env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=WAIT)
+        for pid_file in self.groups:
+            try:
+                os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+            except (OSError, ValueError, IndexError):
+                pass
+
+
+@pytest.fixture
+def hub(tmp_path):
+    hub = Hub(tmp_path / "server").start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
+
+
+@pytest.fixture
+def devices():
+    devices = Devices()
+    try:
+        yield devices
+    finally:
+        devices.close()
+
+
+def add(hub: Hub, name: str = "laptop") -> str:
+    """`everchat device add NAME`: its one printed command's link."""
+    done = everchat("device", "add", name, "--data-dir", str(hub.chat), home=hub.home)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    argv = shlex.split(line)
+    assert argv[:3] == ["everchat", "device", "join"] and argv[4:] == ["--name", name]
+    return argv[3]
+
+
+def joined(hub: Hub, devices: Devices, home: Path, name: str = "laptop") -> tuple[str, subprocess.Popen]:
+    link = add(hub, name)
+    process = devices.join(home, link, name)
+    wait_until(lambda: (hub.row(name) or {}).get("online") or process.poll() is not None, WAIT, f"{name} online")
+    assert process.poll() is None, (home / "join-0.log").read_text()
+    return link, process
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_r39_a_joined_computer_runs_a_shell_job_in_its_own_work_folder(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    joined(hub, devices, laptop)
+    result = hub.run("call-1", "echo ran >> side.txt; echo hello from $(pwd)")
+    assert not result.is_error and not result.uncertain
+    assert f"hello from {laptop / 'work' / 'main'}" in result.text
+    assert lines(laptop / "work" / "main" / "side.txt") == ["ran"]
+    listed = everchat("devices", "--data-dir", str(hub.chat), "--json", home=hub.home)
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert {"name": "laptop", "online": True, "running": 0, "local": False}.items() <= next(
+        row for row in rows if row["name"] == "laptop").items()
+    assert stat_mode(laptop / "device" / "keys" / "device.key") == 0o600
+    assert stat_mode(hub.chat / "config" / "devices.json") == 0o600
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_r39_a_resent_job_id_gets_the_first_result_and_runs_once(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    joined(hub, devices, laptop)
+    first = hub.run("call-1", "echo ran >> side.txt; echo done")
+    assert hub.run("call-1", "echo ran >> side.txt; echo done") == first
+    assert lines(laptop / "work" / "main" / "side.txt") == ["ran"]
+
+
+def test_r39_a_device_killed_mid_job_reports_it_uncertain_and_never_reruns_it(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    link, process = joined(hub, devices, laptop)
+    side = laptop / "work" / "main" / "side.txt"
+    devices.groups.append(side)
+    box = hub.run_in_background("call-1", "echo $$ >> side.txt; sleep 300")
+    wait_until(lambda: lines(side), WAIT, "the job started")
+    process.kill()
+    process.wait(timeout=WAIT)
+    os.killpg(int(lines(side)[0]), signal.SIGKILL)     # what a power cut would have ended too
+    devices.join(laptop, link)                          # the same home: its journal
+    box["thread"].join(WAIT)
+    result = box["result"]
+    assert result.uncertain and result.is_error, result
+    assert hub.run("call-2", "echo second").text.startswith("second")
+    assert hub.run("call-1", "echo $$ >> side.txt; sleep 300") == result
+    assert len(lines(side)) == 1
+
+
+def test_r39_a_cut_connection_is_rejoined_and_the_finished_result_arrives_once(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    joined(hub, devices, laptop)
+    work = laptop / "work" / "main"
+    box = hub.run_in_background("call-1", "echo ran >> side.txt; while [ ! -e go ]; do sleep 0.05; done; echo finished")
+    wait_until(lambda: lines(work / "side.txt"), WAIT, "the job started")
+    hub.stop()                                          # the connection is cut mid-job
+    box["thread"].join(WAIT)
+    assert "error" in box                               # that asker heard the hub stop
+    (work / "go").touch()                               # the job ends while the hub is away
+    hub.start()                                         # the same port and key
+    wait_until(lambda: hub.node.ask("devices", schema.ListDevices(), timeout=5.0) and
+               (hub.row("laptop") or {}).get("online"), WAIT, "the device back")
+    result = hub.run("call-1", "echo ran >> side.txt; echo again")
+    assert result == schema.JobResult("call-1", result.text, False, False) and "finished" in result.text
+    assert lines(work / "side.txt") == ["ran"]
+
+
+def test_stop_jobs_kills_a_remote_jobs_process_group(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    joined(hub, devices, laptop)
+    pid_file = laptop / "work" / "main" / "group.txt"
+    devices.groups.append(pid_file)
+    box = hub.run_in_background("call-1", "echo $$ > group.txt; sleep 300 & sleep 300")
+    wait_until(lambda: lines(pid_file), WAIT, "the job started")
+    group = int(lines(pid_file)[0])
+    assert group_alive(group)
+    assert hub.node.ask("devices", schema.StopJobs("main"), timeout=5.0) == schema.Ack()
+    box["thread"].join(WAIT)
+    assert box["result"].is_error
+    wait_until(lambda: not group_alive(group), WAIT, "no process of the job's group left")
+
+
+def test_stop_jobs_kills_a_local_jobs_process_group(hub, tmp_path):
+    pid_file = hub.home / "work" / "main" / "group.txt"
+    box = hub.run_in_background("call-1", "echo $$ > group.txt; sleep 300 & sleep 300", device="")
+    try:
+        wait_until(lambda: lines(pid_file), WAIT, "the job started")
+        group = int(lines(pid_file)[0])
+        hub.node.ask("devices", schema.StopJobs("main"), timeout=5.0)
+        box["thread"].join(WAIT)
+        assert box["result"].is_error
+        wait_until(lambda: not group_alive(group), WAIT, "no process of the job's group left")
+    finally:
+        if lines(pid_file):
+            try:
+                os.killpg(int(lines(pid_file)[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_an_unenrolled_key_is_refused_by_curve(hub, tmp_path):
+    stranger = KeyStore(tmp_path / "stranger").ensure("stranger")
+    node = Node("stranger", pair=stranger, connect_timeout=1.0).start()
+    node.route("devices", hub.node.endpoint)
+    try:
+        with pytest.raises(PeerLost):
+            node.ask("devices", schema.PollJobs("laptop", 1.0, []), timeout=3.0)
+    finally:
+        node.stop()
+    assert hub.node.gateway_statistics().refused >= 1
+
+
+def test_a_reused_secret_is_refused_with_the_reason(hub, devices, tmp_path):
+    link, _ = joined(hub, devices, tmp_path / "laptop")
+    again = everchat("device", "join", link, "--name", "laptop", home=tmp_path / "other")
+    assert again.returncode == 1
+    assert "used already" in again.stderr
+
+
+def test_a_secret_for_another_name_is_refused(hub, tmp_path):
+    link = add(hub, "laptop")
+    done = everchat("device", "join", link, "--name", "nas", home=tmp_path / "nas")
+    assert done.returncode == 1 and "for the device 'laptop', not 'nas'" in done.stderr
+
+
+def test_a_removed_device_is_cut_off_and_its_key_revoked(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    _, process = joined(hub, devices, laptop)
+    key = json.loads((hub.chat / "config" / "devices.json").read_text())["devices"]["laptop"]["key"]
+    done = everchat("device", "remove", "laptop", "--data-dir", str(hub.chat), home=hub.home)
+    assert done.returncode == 0, done.stderr
+    assert process.wait(timeout=WAIT) == 1
+    assert "removed" in (laptop / "join-0.log").read_text()
+    assert key.encode() not in KeyStore(hub.chat / "config").authorized()
+
+
+def test_device_join_stops_on_sigterm_with_status_0(hub, devices, tmp_path):
+    _, process = joined(hub, devices, tmp_path / "laptop")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=WAIT) == 0
