@@ -219,6 +219,8 @@ class DeviceRunner:
         self.node.route("devices", self.endpoint)
         sender = threading.Thread(target=self._send_output, name="device-output", daemon=True)
         sender.start()
+        watcher = threading.Thread(target=self._watch_stop, name="device-stop", daemon=True)
+        watcher.start()
         try:
             for job, outcome in self.journal.recover(time.time()):
                 self._unreported[job.id] = outcome   # finished, or uncertain: reported, never rerun
@@ -244,22 +246,33 @@ class DeviceRunner:
                 for item in work.jobs:
                     self._start(item)
         finally:
-            for _, cancel, _ in list(self._running.values()):
-                cancel.set()
-            for _, _, thread in list(self._running.values()):
-                thread.join(10.0)
+            self.stop.set()
+            watcher.join(15.0)
             self._output.put(None)
             sender.join(2.0)
-            self.node.stop()
             self.journal.close()
         if self._removed is not None:
             log.error("%s: %s", self, self._removed)
             return 1
         return 0
 
+    def _watch_stop(self) -> None:
+        """On stop: cancel the running jobs (their groups are killed), let them report
+        (what cannot is reported at the next start), then stop the node, which also ends
+        a poll waiting for work."""
+        self.stop.wait()
+        with self._lock:
+            running = list(self._running.values())
+        for _, cancel, _ in running:
+            cancel.set()
+        for _, _, thread in running:
+            thread.join(10.0)
+        self.node.stop()
+
     def _refused(self, error: RemoteError) -> None:
         if error.kind == "PermissionError":
             self._removed = error.text
+            self.stop.set()
         else:
             log.warning("%s: the chat answered an error: %s", self, error)
             self.stop.wait(1.0)
