@@ -132,7 +132,8 @@ class EnrollmentServer:
             log.warning("%s: dropped a bad request from key %s: %s", self, key, error)
             return
         if not isinstance(msg, schema.EnrollDevice):
-            reply = schema.ErrorReply("PermissionError", f"the enrollment socket takes EnrollDevice, not {msg.type_name}")
+            reply = schema.ErrorReply("PermissionError",
+                                      f"the enrollment socket takes EnrollDevice, not {msg.type_name}")
         elif msg.public_key != key:
             reply = schema.ErrorReply("PermissionError", "the public key in EnrollDevice is not the connection's")
         else:

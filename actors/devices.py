@@ -324,7 +324,7 @@ class DeviceBook:
         _check_name(name)
         secret = base64.urlsafe_b64encode(_secrets.token_bytes(32)).decode("ascii").rstrip("=")
         expires = now + ttl
-        data["secrets"] = [s for s in data["secrets"] if s["expires"] > now and not s.get("used")]
+        data["secrets"] = [s for s in data["secrets"] if s["expires"] > now]   # a used one stays: "used already"
         data["secrets"].append({"hash": hash_secret(secret), "name": name, "expires": expires, "used": None})
         return secret, expires
 
@@ -334,12 +334,14 @@ class DeviceBook:
         digest = hash_secret(secret)
         entry = next((s for s in data["secrets"] if hmac.compare_digest(s["hash"], digest)), None)
         if entry is None:
-            return "the join secret is not one this chat made (or it was replaced); make one with `everchat device add NAME`"
+            return ("the join secret is not one this chat made (or it expired long ago); make one with "
+                    "`everchat device add NAME`")
         if entry.get("used"):
             return (f"the join secret was used already (at {_when(entry['used'])}); a secret joins once: make a new "
                     "one with `everchat device add NAME`")
         if entry["expires"] <= now:
-            return f"the join secret expired at {_when(entry['expires'])}; make a new one with `everchat device add NAME`"
+            return (f"the join secret expired at {_when(entry['expires'])}; make a new one with "
+                    "`everchat device add NAME`")
         if entry["name"] != name:
             return f"the join secret is for the device {entry['name']!r}, not {name!r}"
         enrolled = data["devices"].get(name)
