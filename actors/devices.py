@@ -558,7 +558,8 @@ class DevicesActor(Actor):
 
     def on_device_output(self, msg: schema.DeviceOutput, delivery) -> None:
         self._device(delivery, msg.device)
-        record = self.core.records.get(msg.job)
+        with self._lock:
+            record = self.core.records.get(msg.job)
         caller = record.job.caller if record is not None else ""
         self.node.publish("device", schema.JobOutput(msg.job, caller, msg.text))
 

@@ -22,7 +22,7 @@ from polling import wait_until
 
 from everchat.actors.device_jobs import group_alive
 from everchat.actors.devices import DevicesActor
-from everchat.transport import KeyStore, Node, PeerLost, schema
+from everchat.transport import KeyStore, Node, PeerLost, RemoteError, schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")
 
@@ -291,3 +291,29 @@ def test_device_join_stops_on_sigterm_with_status_0(hub, devices, tmp_path):
     _, process = joined(hub, devices, tmp_path / "laptop")
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=WAIT) == 0
+
+
+def test_a_device_may_poll_only_as_the_name_its_key_was_enrolled_under(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    joined(hub, devices, laptop)
+    pair = KeyStore(laptop / "device").load("device")      # what the laptop's owner holds
+    node = Node("impostor", pair=pair, connect_timeout=2.0).start()
+    node.route("devices", hub.node.endpoint)
+    try:
+        with pytest.raises(RemoteError, match="enrolled as 'laptop', not 'nas'"):
+            node.ask("devices", schema.PollJobs("nas", 1.0, []), timeout=5.0)
+        with pytest.raises(RemoteError, match="may not send RunJob"):
+            node.ask("devices", schema.RunJob("x", "", "shell", {"command": "true"}, "main", 0.0), timeout=5.0)
+    finally:
+        node.stop()
+
+
+def test_devices_lists_the_enrolled_computers_with_no_server_running(hub, devices, tmp_path):
+    _, process = joined(hub, devices, tmp_path / "laptop")
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=WAIT)
+    hub.stop()
+    (hub.chat / "run" / "supervisor.json").unlink()
+    listed = everchat("devices", "--data-dir", str(hub.chat), home=hub.home)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split()[:2] == ["laptop", "offline"]
