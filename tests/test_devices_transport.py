@@ -1,11 +1,14 @@
 """What the transport tells the device hub about who asks (docs/HANDS.md §5, R39): a tcp
 request's Delivery carries its connection's CURVE key; a joined computer's key reaches the
-hub only; a revoked key gets no new connection. Real tcp sockets with CURVE."""
+hub only; a revoked key gets no new connection; the enrollment socket takes one message,
+with the connection's own key. Real tcp sockets with CURVE."""
 
 from __future__ import annotations
 
 import pytest
+import zmq
 
+from everchat.actors.device_remote import EnrollmentServer, JoinRefused, enroll
 from everchat.transport import Actor, KeyStore, Node, PeerLost, Refused, schema
 
 
@@ -78,3 +81,65 @@ def test_a_revoked_key_gets_no_new_connection(tmp_path, server):
             again.ask("devices", schema.Ping(b""), timeout=3.0)
     finally:
         again.stop()
+
+
+# ---- the enrollment socket (actors/device_remote.py) --------------------------------------
+
+@pytest.fixture
+def enrollment(tmp_path):
+    seen = []
+
+    def on_enroll(msg):
+        seen.append(msg)
+        return schema.DeviceEnrolled(msg.name, "tcp://10.9.9.9:4000;events=4001;key=" + "k" * 40)
+
+    server = EnrollmentServer(KeyStore(tmp_path / "hub").ensure("devices"), "tcp://127.0.0.1:0", on_enroll).start()
+    try:
+        yield server, seen
+    finally:
+        server.stop()
+
+
+def ask_raw(server, pair, msg) -> schema.Message:
+    context = zmq.Context()
+    sock = context.socket(zmq.DEALER)
+    try:
+        sock.curve_serverkey = server.public_key.encode()
+        sock.curve_publickey, sock.curve_secretkey = pair.public, pair.secret
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(server.address)
+        sock.send(schema.encode(msg))
+        assert sock.poll(10_000), "no answer from the enrollment socket"
+        return schema.decode(sock.recv())
+    finally:
+        sock.close(linger=0)
+        context.term()
+
+
+def test_enrollment_takes_the_connections_own_key_and_answers_the_hubs_endpoint_at_the_links_host(tmp_path,
+                                                                                                enrollment):
+    server, seen = enrollment
+    pair = KeyStore(tmp_path / "laptop").ensure("device")
+    link = f"{server.address};key={server.public_key};secret=s3cret"
+    endpoint = enroll(link, "laptop", pair)
+    assert seen == [schema.EnrollDevice("laptop", "s3cret", pair.public.decode())]
+    assert endpoint == "tcp://127.0.0.1:4000;events=4001;key=" + "k" * 40
+
+
+def test_enrollment_refuses_a_key_that_is_not_the_connections_and_any_other_message(tmp_path, enrollment):
+    server, seen = enrollment
+    pair = KeyStore(tmp_path / "laptop").ensure("device")
+    other = KeyStore(tmp_path / "other").ensure("device")
+    forged = ask_raw(server, pair, schema.EnrollDevice("laptop", "s3cret", other.public.decode()))
+    assert forged == schema.ErrorReply("PermissionError", "the public key in EnrollDevice is not the connection's")
+    poll = ask_raw(server, pair, schema.PollJobs("laptop", 1.0, []))
+    assert poll.kind == "PermissionError" and "takes EnrollDevice, not PollJobs" in poll.text
+    assert seen == []
+
+
+def test_enrollment_with_a_wrong_server_key_gets_no_answer(tmp_path, enrollment):
+    server, _ = enrollment
+    pair = KeyStore(tmp_path / "laptop").ensure("device")
+    impostor_key = KeyStore(tmp_path / "impostor").ensure("x").public.decode()
+    with pytest.raises(JoinRefused, match="no answer"):
+        enroll(f"{server.address};key={impostor_key};secret=s3cret", "laptop", pair, timeout=1.0)
