@@ -35,6 +35,7 @@ import zmq
 from zmq.utils import z85
 
 from everchat.actors.device_jobs import Job, Journal, Outcome, run_job, work_folder
+from everchat.actors.devices import hash_secret
 from everchat.transport import (ActorStopped, AskTimeout, KeyPair, KeyStore, Node, PeerLost, RemoteError,
                                 TransportError, schema)
 
@@ -381,11 +382,15 @@ def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -
     if joined is not None and joined.get("name") != name:
         raise JoinRefused(f"this computer joined a chat as {joined.get('name')!r}; to join as {name!r}, remove "
                           f"{joined_file} first")
-    if joined is None:
+    # A link joins once: the one this computer joined with is not presented again (a
+    # restart serves at once); a new one (a new `device add`: after a removal, or a server
+    # that moved to another port) enrolls again, with the same key.
+    secret_hash = hash_secret(parse_link(link)[2]) if link else None
+    if joined is None or (secret_hash is not None and secret_hash != joined.get("link")):
         if not link:
             raise JoinRefused("this computer has not joined a chat yet: give the link `everchat device add` printed")
         endpoint = enroll(link, name, pair)
-        joined = {"version": 1, "name": name, "endpoint": endpoint, "joined": time.time()}
+        joined = {"version": 1, "name": name, "endpoint": endpoint, "joined": time.time(), "link": secret_hash}
         _write_private(joined_file, json.dumps(joined))
         log.info("joined the chat at %s as %r", endpoint.split(";")[0], name)
     return DeviceRunner(home, name, joined["endpoint"], pair, stop).serve()

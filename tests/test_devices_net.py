@@ -317,3 +317,15 @@ def test_devices_lists_the_enrolled_computers_with_no_server_running(hub, device
     listed = everchat("devices", "--data-dir", str(hub.chat), home=hub.home)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split()[:2] == ["laptop", "offline"]
+
+
+def test_a_removed_computer_joins_again_with_a_new_link_and_the_same_key(hub, devices, tmp_path):
+    laptop = tmp_path / "laptop"
+    _, process = joined(hub, devices, laptop)
+    assert everchat("device", "remove", "laptop", "--data-dir", str(hub.chat), home=hub.home).returncode == 0
+    assert process.wait(timeout=WAIT) == 1
+    fresh = add(hub)
+    again = devices.join(laptop, fresh)
+    wait_until(lambda: (hub.row("laptop") or {}).get("online") or again.poll() is not None, WAIT, "laptop back")
+    assert again.poll() is None
+    assert hub.run("call-1", "echo back").text.startswith("back")
