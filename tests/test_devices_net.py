@@ -329,3 +329,21 @@ def test_a_removed_computer_joins_again_with_a_new_link_and_the_same_key(hub, de
     wait_until(lambda: (hub.row("laptop") or {}).get("online") or again.poll() is not None, WAIT, "laptop back")
     assert again.poll() is None
     assert hub.run("call-1", "echo back").text.startswith("back")
+
+
+def test_device_add_without_a_running_server_says_what_to_start(tmp_path):
+    chat = tmp_path / "home" / "chat"
+    done = everchat("device", "add", "laptop", "--data-dir", str(chat), home=tmp_path / "home")
+    assert done.returncode == 1
+    assert "no Everchat server runs the chat" in done.stderr and "everchat serve --tcp" in done.stderr
+    assert not (chat / "config" / "devices.json").exists()
+
+
+def test_device_add_on_a_hub_that_listens_on_no_tcp_address_says_so(tmp_path):
+    node = Node("supervisor", bind=f"ipc://{tmp_path}/hub.sock").start()
+    try:
+        node.host("devices", DevicesActor, home=tmp_path, chat=tmp_path / "chat")
+        with pytest.raises(RemoteError, match="listens on no tcp address"):
+            node.ask("devices", schema.AddDevice("laptop", 0.0), timeout=5.0)
+    finally:
+        node.stop()
