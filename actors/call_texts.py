@@ -113,7 +113,8 @@ def split_turn(text: str) -> tuple[str, str] | None:
 # --- asking for an agent (R38) ------------------------------------------------------
 
 
-_AGENT_REQUEST = re.compile(r"Start an agent named ([A-Za-z][^\s:]*) with this task: (.+)", re.S)
+_AGENT_REQUEST = re.compile(r"Start an agent named ([A-Za-z][A-Za-z0-9_-]*) with this task: (.+)", re.S)
+"""R38: a name starts with a letter (`actors/hands.py` checks the rest: its length)."""
 
 
 def agent_request(name: str, task: str) -> str:

@@ -24,7 +24,9 @@ Choices this module makes (and documents here):
   clipped by R7 exactly as `clip_echo` does.
 - `read` answers numbered lines (`cat -n` style: the number right-aligned in six columns, a
   tab, the line), at most `READ_LIMIT` lines or `READ_CHARS` characters a page, with a last
-  line saying which lines were shown and how to get the next page (`offset`, 1-based lines).
+  line saying which lines were shown and how to get the next page. `offset` counts the
+  lines to skip, 0 being the first line (as `actors/hands.py`'s `read` tool tells the
+  model); the numbers shown are line numbers, from 1, so `offset=N` starts at line N+1.
 - Relative paths resolve in the work folder; absolute paths and `~` are allowed (a default,
   not a jail).
 - `write` and `edit` write atomically (a temporary file in the same folder, fsync, rename,
@@ -191,16 +193,20 @@ def job_from_call(job_id: str, tool: str, arguments: Any, caller: str,
         else:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not ok:
-            raise ValueError(f"{tool}: {key!r} must be {_TYPE_WORDS[kind]}, not {json.dumps(value)[:60]}")
+            raise ValueError(f"{tool}: {key!r} must be {_TYPE_WORDS[kind]}, not {json.dumps(value, default=repr)[:60]}")
     if tool == "shell" and not args["command"].strip():
         raise ValueError("shell: 'command' is empty")
     if "path" in args and not args["path"].strip():
         raise ValueError(f"{tool}: 'path' is empty")
+    for key in ("command", "path"):
+        if "\0" in args.get(key, ""):
+            raise ValueError(f"{tool}: {key!r} holds a NUL character")
     if tool == "edit" and not args["old"]:
         raise ValueError("edit: 'old' is empty: give the exact text to replace")
-    for key in ("offset", "limit"):
-        if key in args and args[key] < 1:
-            raise ValueError(f"read: {key!r} must be 1 or more, not {args[key]}")
+    if args.get("offset", 0) < 0:
+        raise ValueError(f"read: 'offset' must be 0 (the first line) or more, not {args['offset']}")
+    if args.get("limit", 1) < 1:
+        raise ValueError(f"read: 'limit' must be 1 or more, not {args['limit']}")
     timeout = float(min(timeout_default, MAX_TIMEOUT))
     if tool == "shell" and "timeout" in args:
         if not args["timeout"] > 0:
@@ -220,7 +226,7 @@ def run_job(job: Job, work_dir: Path, on_output: Callable[[str], None], cancel: 
             return _shell(job.arguments["command"], work_dir, job.timeout, on_output, cancel)
         path = _resolve(job.arguments["path"], work_dir)
         if job.tool == "read":
-            return _read(path, job.arguments.get("offset", 1), job.arguments.get("limit", READ_LIMIT))
+            return _read(path, job.arguments.get("offset", 0), job.arguments.get("limit", READ_LIMIT))
         if job.tool == "write":
             return _write(path, job.arguments["content"])
         if job.tool == "edit":
@@ -228,6 +234,8 @@ def run_job(job: Job, work_dir: Path, on_output: Callable[[str], None], cancel: 
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""
         return Outcome(f"{job.tool} failed: {error.strerror or error}{where}", is_error=True)
+    except UnicodeError as error:  # a lone surrogate in the model's text: no UTF-8 for it
+        return Outcome(f"{job.tool} failed: the text cannot be written as UTF-8 ({error.reason})", is_error=True)
     return Outcome(f"unknown device tool {job.tool!r}", is_error=True)
 
 
@@ -448,10 +456,10 @@ def _read(path: Path, offset: int, limit: int) -> Outcome:
                            is_error=True)
         file.seek(0)
         shown: list[str] = []
-        chars, total, last = 0, 0, offset - 1
+        chars, total, last = 0, 0, offset
         for number, raw in enumerate(file, start=1):
             total = number
-            if number < offset or len(shown) >= limit or chars >= READ_CHARS:
+            if number <= offset or len(shown) >= limit or chars >= READ_CHARS:
                 continue
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             row = f"{number:6}\t{line}"
@@ -465,10 +473,11 @@ def _read(path: Path, offset: int, limit: int) -> Outcome:
             last = number
     if total == 0:
         return Outcome(f"(the file {path} is empty)")
-    if offset > total:
-        return Outcome(f"offset {offset} is past the end: {path} has {total} lines", is_error=True)
-    more = f"; more: offset={last + 1}" if last < total else ""
-    return Outcome("\n".join(shown) + f"\n[{path}: lines {offset}-{last} of {total}{more}]")
+    if offset >= total:
+        return Outcome(f"offset {offset} is past the end: {path} has {total} lines (offset 0 is the first)",
+                       is_error=True)
+    more = f"; more: offset={last}" if last < total else ""
+    return Outcome("\n".join(shown) + f"\n[{path}: lines {offset + 1}-{last} of {total}{more}]")
 
 
 def _old_text(path: Path) -> tuple[str | None, int | None, Path]:
@@ -614,12 +623,6 @@ class Journal:
         except FileNotFoundError:
             return
         end = data.rfind(b"\n") + 1
-        if end < len(data):
-            log.warning("%s: a torn last line at byte %d (%d bytes) skipped: the device stopped while "
-                        "writing it", self.path, end, len(data) - end)
-            with open(self.path, "r+b") as file:
-                file.truncate(end)
-                os.fsync(file.fileno())
         offset = 0
         for line in data[:end].splitlines(keepends=True):
             try:
@@ -627,6 +630,12 @@ class Journal:
             except (ValueError, KeyError, TypeError) as error:
                 raise JournalError(f"{self.path}: bad record at byte {offset}: {error}") from None
             offset += len(line)
+        if end < len(data):  # cut off, so the next record starts on a line of its own
+            log.warning("%s: a torn last line at byte %d (%d bytes) skipped: the device stopped while "
+                        "writing it", self.path, end, len(data) - end)
+            with open(self.path, "r+b") as file:
+                file.truncate(end)
+                os.fsync(file.fileno())
 
     def _apply(self, record: dict) -> None:
         if record["v"] != _VERSION:
@@ -671,8 +680,7 @@ class Journal:
     def _append(self, record: dict) -> None:
         if self._fd < 0:
             raise ValueError(f"{self!r} is closed")
-        line = (json.dumps({"v": _VERSION, **record}, ensure_ascii=False, separators=(",", ":")) + "\n")
-        data = line.encode("utf-8", errors="surrogateescape")
+        data = _record_line(record)
         while data:
             data = data[os.write(self._fd, data):]
         os.fsync(self._fd)
@@ -779,12 +787,11 @@ class Journal:
                 lines.append({"op": "finish", "id": job_id, "outcome": entry.outcome.to_dict()})
             if entry.state == "delivered":
                 lines.append({"op": "delivered", "id": job_id})
-        text = "".join(json.dumps({"v": _VERSION, **line}, ensure_ascii=False, separators=(",", ":")) + "\n"
-                       for line in lines)
+        data = b"".join(_record_line(line) for line in lines)
         fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(text.encode("utf-8", errors="surrogateescape"))
+                file.write(data)
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temp, self.path)
@@ -795,6 +802,12 @@ class Journal:
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
         self._entries = live
+
+
+def _record_line(record: dict) -> bytes:
+    """One journal line: compact JSON, ASCII only (so any text the model sent, even a lone
+    surrogate, is written), ended by a newline."""
+    return (json.dumps({"v": _VERSION, **record}, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def _what(job: Job) -> str:

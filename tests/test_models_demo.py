@@ -330,3 +330,19 @@ def test_the_memory_model_still_zooms_when_the_hands_are_offered(chat):
     chat.add("user", "Remember amber-42.")
     (call,) = DEMO.complete(hands_request(first_message("Where is amber?", tuple(chat.view_lines())))).tool_calls
     assert (call.name, dict(call.input)) == ("zoom", {"id": 0, "n": 1})
+
+
+def test_r38_two_agents_asked_to_compare_are_spawned_one_a_request_and_both_reported():
+    text, calls = tool_loop(first_message("Send two agents to compare SQLite and PostgreSQL for our cache."),
+                            lambda call: (f"{call.input['name']} is working", False))
+    assert [(call.name, call.input["name"]) for call in calls] == \
+        [("spawn", "compare-sqlite"), ("spawn", "compare-postgresql")]
+    assert calls[0].input["task"].startswith("Find out about SQLite, to compare it with PostgreSQL for our cache:")
+    assert text == "I started the agents compare-sqlite and compare-postgresql; they will report here when they are done."
+
+
+def test_r38_no_agent_starts_unless_asked_for_or_when_both_sides_would_share_a_name():
+    """R38: subagents only when the user asks; two agents never get the same name."""
+    for message in ("Compare SQLite and PostgreSQL.", "agents, compare x1 and x1"):
+        reply = DEMO.complete(hands_request(first_message(message)))
+        assert reply.tool_calls == [] and reply.text.startswith("Noted as message 1.")

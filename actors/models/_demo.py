@@ -11,8 +11,9 @@ in several pieces; a zoom is a real tool call, answered by the turn runner.
 It also shows the hands (issue 11, R38, R39), only when the request offers the tools: a
 message with a command in backticks (``run `uname -a` on laptop``) gets a `shell` call
 (with `device` when it names one), a message in `call_texts.agent_request`'s form gets a
-`spawn` call, and the next request, carrying that call's result, is answered from it. The
-same rule serves an agent's call: its last text is its task.
+`spawn` call ("send two agents to compare A and B" two, one a request), and once the calls
+have their results the reply answers from them. The same rules serve an agent's call: its
+last text is its task.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ _REMEMBER = re.compile(r"\bremember\b(?:\s+(?:that|this|the word|these|for me))?
                        re.I | re.S)
 _MAX_ZOOMS = 24
 _COMMAND = re.compile(r"`([^`\n]*[^`\s][^`\n]*)`(?:\s+on\s+([A-Za-z0-9][\w-]*(?:\.[\w-]+)*))?")
+_COMPARE = re.compile(r"\bagents?\b[^.?!]*?\bcompare\s+(.+?)\s+(?:and|with|to|vs\.?|versus)\s+(.+?)[\s.?!]*$",
+                      re.I | re.S)
 _NOT_A_DEVICE = frozenset({"this", "that", "the", "my", "your", "a", "it", "here"})  # "on this computer"
 _SHOWN = 3000  # characters of a tool's output a reply quotes at most
 _PIECE = 16  # characters per streamed piece
@@ -259,44 +262,72 @@ def _quoted(text: str) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters not quoted here ...]\n{text[-half:]}"
 
 
-def _answer_hands(call: ToolUseBlock, result: ToolResultBlock) -> str:
-    """The reply once a shell or spawn call has its result: short, honest, quoting it."""
-    if call.name == "spawn":
-        name = call.input.get("name", "?")
-        if result.is_error:
-            return f"I could not start the agent {name}: {_quoted(result.text)}"
-        return f"I started the agent {name}; it will report here when it is done."
-    command = call.input.get("command", "")
-    where = call.input.get("device") or "this computer"
-    verb = "failed" if result.is_error else "printed"
-    output = _quoted(result.text) or "(nothing)"
-    return f"`{command}` on {where} {verb}:\n{output}"
+def _answer_hands(done: list[tuple[ToolUseBlock, ToolResultBlock]]) -> str:
+    """The reply once the shell and spawn calls have their results: short, honest, quoting
+    what a command printed."""
+    spawns = [(call, result) for call, result in done if call.name == "spawn"]
+    lines = []
+    started = [str(call.input.get("name", "?")) for call, result in spawns if not result.is_error]
+    if started:
+        agents = " and ".join(started)
+        lines.append(f"I started the agent {agents}; it will report here when it is done." if len(started) == 1
+                     else f"I started the agents {agents}; they will report here when they are done.")
+    for call, result in done:
+        if call.name == "spawn" and result.is_error:
+            lines.append(f"I could not start the agent {call.input.get('name', '?')}: {_quoted(result.text)}")
+        elif call.name == "shell":
+            where = call.input.get("device") or "this computer"
+            verb = "failed" if result.is_error else "printed"
+            lines.append(f"`{call.input.get('command', '')}` on {where} {verb}:\n{_quoted(result.text) or '(nothing)'}")
+    return "\n".join(lines)
 
 
-def hands_turn(request: Request) -> tuple[str, ToolCall | None, str] | None:
-    """(thinking, a shell or spawn call or None, the reply) when the request is about the
-    hands, else None (the memory model answers)."""
-    offered = {tool.name for tool in request.tools}
-    if not offered & {"shell", "spawn"}:
-        return None
-    history = _history(request)
-    if history:
-        call, result = history[-1]
-        if call.name in ("shell", "spawn") and result is not None:
-            return "", None, _answer_hands(call, result)
-    text = _person_text(request)
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return words[0][:24] if words else "it"
+
+
+def _plan(text: str, offered: set[str]) -> list[tuple[str, dict, str]]:
+    """The calls the person's message asks for, in order: (tool, input, thinking)."""
     wanted = read_agent_request(text)
     if wanted is not None and "spawn" in offered:
         name, task = wanted
-        call = ToolCall(f"demo-spawn-{len(history) + 1}", "spawn", {"name": name, "task": task})
-        return f"The person asks for an agent named {name}: I start it.", call, ""
+        return [("spawn", {"name": name, "task": task}, f"The person asks for an agent named {name}: I start it.")]
+    compare = _COMPARE.search(text)
+    if compare is not None and "spawn" in offered:
+        first, second = compare.group(1).strip(), compare.group(2).strip()
+        calls = []
+        for this, other in ((first, second), (second, first)):
+            name = f"compare-{_slug(this)}"
+            task = (f"Find out about {this}, to compare it with {other}: what it is, what it is good and bad at, "
+                    f"with the evidence you found. Report in a few lines.")
+            calls.append(("spawn", {"name": name, "task": task}, f"One agent per side of the comparison: {name}."))
+        if calls[0][1]["name"] != calls[1][1]["name"]:
+            return calls
     command = _COMMAND.search(text)
     if command is not None and "shell" in offered:
         device = command.group(2) if command.group(2) and command.group(2).lower() not in _NOT_A_DEVICE else ""
         arguments = {"command": command.group(1).strip()} | ({"device": device} if device else {})
         where = f"on {device}" if device else "here"
-        call = ToolCall(f"demo-shell-{len(history) + 1}", "shell", arguments)
-        return f"The message names a command in backticks: I run it {where}.", call, ""
+        return [("shell", arguments, f"The message names a command in backticks: I run it {where}.")]
+    return []
+
+
+def hands_turn(request: Request) -> tuple[str, ToolCall | None, str] | None:
+    """(thinking, a shell or spawn call or None, the reply) when the request is about the
+    hands, else None (the memory model answers). The calls the message asks for are made
+    one a request; once each has its result, the reply answers from them."""
+    offered = {tool.name for tool in request.tools}
+    if not offered & {"shell", "spawn"}:
+        return None
+    history = _history(request)
+    done = [(call, result) for call, result in history if call.name in ("shell", "spawn") and result is not None]
+    plan = _plan(_person_text(request), offered)
+    if len(done) < len(plan):
+        tool, arguments, thinking = plan[len(done)]
+        return thinking, ToolCall(f"demo-{tool}-{len(history) + 1}", tool, arguments), ""
+    if done:
+        return "", None, _answer_hands(done)
     return None
 
 
