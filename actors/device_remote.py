@@ -1,6 +1,9 @@
 """Joining another computer to the chat (docs/HANDS.md §5, R39): both ends of the remote
 device's protocol.
 
+Who joined, `DeviceBook`: the chat's `config/devices.json` (enrolled devices, removed ones,
+join secrets as hashes), which the hub writes while it runs.
+
 The hub's end, `EnrollmentServer`: one ROUTER socket in a zmq.Context of its own (so it
 has a ZAP handler of its own), a CURVE server with the hub's key pair `devices`. Its ZAP
 handler lets in any CURVE client key (a joining computer is not known yet) and records the
@@ -23,10 +26,15 @@ never run again.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import logging
 import os
 import queue
+import re
+import secrets as _secrets
 import threading
 import time
 from pathlib import Path
@@ -35,16 +43,135 @@ import zmq
 from zmq.utils import z85
 
 from everchat.actors.device_jobs import Job, Journal, Outcome, run_job, work_folder
-from everchat.actors.devices import hash_secret
 from everchat.transport import (ActorStopped, AskTimeout, KeyPair, KeyStore, Node, PeerLost, RemoteError,
                                 TransportError, schema)
 
-__all__ = ["EnrollmentServer", "JoinRefused", "parse_link", "enroll", "DeviceRunner", "run_device", "POLL_WAIT"]
+__all__ = ["DeviceBook", "remove_device", "hash_secret", "check_device_name", "EnrollmentServer", "JoinRefused",
+           "parse_link", "enroll", "DeviceRunner", "run_device", "POLL_WAIT", "LINK_SECONDS", "DEVICE_NAME",
+           "DEVICES_FILE_VERSION"]
 
 log = logging.getLogger("everchat.device")
 
 POLL_WAIT = 20.0          # a poll's wait for work (the hub answers "none" after it)
 _ENROLL_DOMAIN = b"everchat-enroll"
+
+
+LINK_SECONDS = 3600.0     # a join secret's life
+DEVICES_FILE_VERSION = 1
+DEVICE_NAME = "a device name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+def check_device_name(name: str) -> str:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+        raise ValueError(f"bad device name {name!r}: {DEVICE_NAME}")
+    return name
+
+
+def hash_secret(secret: str) -> str:
+    """How a join secret is stored: its SHA-256, hex (the secret itself never is)."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+# ---- who joined: config/devices.json, on the chat's computer ---------------------------
+
+
+class DeviceBook:
+    """`config/devices.json` of a chat: the enrolled devices (`devices`: name -> {key,
+    enrolled}), the removed ones (`removed`: name -> key) and the join secrets (`secrets`:
+    {hash, name, expires, used}), only as hashes. 0600, written atomically."""
+
+    def __init__(self, chat: Path) -> None:
+        self.chat = Path(chat)
+        self.path = self.chat / "config" / "devices.json"
+
+    def load(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text("utf-8"))
+        except FileNotFoundError:
+            return {"version": DEVICES_FILE_VERSION, "devices": {}, "removed": {}, "secrets": []}
+        if not isinstance(data, dict) or data.get("version") != DEVICES_FILE_VERSION:
+            raise ValueError(f"{self.path}: not a devices file of version {DEVICES_FILE_VERSION}")
+        return data
+
+    def save(self, data: dict) -> None:
+        folder = self.path.parent
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = folder / f".devices.json.tmp.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+    def keys(self) -> dict[str, str]:
+        return {name: entry["key"] for name, entry in self.load()["devices"].items()}
+
+    @staticmethod
+    def add_secret(data: dict, name: str, now: float, ttl: float = LINK_SECONDS) -> tuple[str, float]:
+        """Make a single-use join secret for `name` (32 random bytes); only its hash is kept."""
+        check_device_name(name)
+        secret = base64.urlsafe_b64encode(_secrets.token_bytes(32)).decode("ascii").rstrip("=")
+        expires = now + ttl
+        data["secrets"] = [s for s in data["secrets"] if s["expires"] > now]   # a used one stays: "used already"
+        data["secrets"].append({"hash": hash_secret(secret), "name": name, "expires": expires, "used": None})
+        return secret, expires
+
+    @staticmethod
+    def enroll(data: dict, name: str, secret: str, key: str, now: float) -> str | None:
+        """Enroll `key` as `name` with `secret` (in `data`); None, or why it is refused."""
+        digest = hash_secret(secret)
+        entry = next((s for s in data["secrets"] if hmac.compare_digest(s["hash"], digest)), None)
+        if entry is None:
+            return ("the join secret is not one this chat made (or it expired long ago); make one with "
+                    "`everchat device add NAME`")
+        if entry.get("used"):
+            return (f"the join secret was used already (at {_when(entry['used'])}); a secret joins once: make a new "
+                    "one with `everchat device add NAME`")
+        if entry["expires"] <= now:
+            return (f"the join secret expired at {_when(entry['expires'])}; make a new one with "
+                    "`everchat device add NAME`")
+        if entry["name"] != name:
+            return f"the join secret is for the device {entry['name']!r}, not {name!r}"
+        enrolled = data["devices"].get(name)
+        if enrolled is not None and enrolled["key"] != key:
+            return (f"another computer (another key) is enrolled as {name!r}; `everchat device remove {name}` "
+                    "on the chat's computer first")
+        other = next((n for n, e in data["devices"].items() if e["key"] == key and n != name), None)
+        if other is not None:
+            return f"this computer's key is enrolled as {other!r} already"
+        entry["used"] = now
+        data["devices"][name] = {"key": key, "enrolled": now}
+        data["removed"].pop(name, None)
+        return None
+
+    @staticmethod
+    def remove(data: dict, name: str) -> str | None:
+        """Drop `name` from `data`; its key (to revoke), or None when it is not enrolled."""
+        entry = data["devices"].pop(name, None)
+        if entry is None:
+            return None
+        data["removed"][name] = entry["key"]
+        data["secrets"] = [s for s in data["secrets"] if s["name"] != name]
+        return entry["key"]
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
+def remove_device(chat: Path, name: str) -> bool:
+    """`everchat device remove NAME` when no server runs: drop it from devices.json and its
+    key from authorized_keys. False when no such device is enrolled."""
+    book = DeviceBook(chat)
+    data = book.load()
+    key = DeviceBook.remove(data, name)
+    if key is None:
+        return False
+    KeyStore(Path(chat) / "config").revoke(key)
+    book.save(data)
+    return True
 
 
 class JoinRefused(Exception):

@@ -17,22 +17,18 @@ may have run as uncertain and never runs it again. A remote device long-polls
 (`PollJobs`), and the poll is answered when a job or a stop comes, or after its wait with
 none. Every request of a device is checked against the CURVE key its connection was made
 with (`Delivery.peer`): a device polls and reports only as the name its key was enrolled
-under. Enrollment (a join secret, `devices.json`) is in `DeviceBook` below and in
-actors/device_remote.py's `EnrollmentServer`.
+under. Enrollment (a join secret, `devices.json`) is in actors/device_remote.py
+(`DeviceBook`, `EnrollmentServer`).
 
 `config/devices.json` (0600, written atomically, versioned) is this actor's alone while
-it runs; `everchat device remove` edits it only when no server runs (`remove_device`).
+it runs; `everchat device remove` edits it only when no server runs
+(`device_remote.remove_device`).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
-import json
 import logging
-import os
-import secrets as _secrets
 import socket
 import threading
 import time
@@ -42,33 +38,16 @@ from pathlib import Path
 from typing import Any
 
 from everchat.actors.device_jobs import Job, Journal, Outcome, job_from_call, run_job, work_folder
+from everchat.actors.device_remote import LINK_SECONDS, DeviceBook, EnrollmentServer
 from everchat.transport import Actor, KeyStore, parse_address, schema
 
-__all__ = ["DeviceHub", "DevicesActor", "DeviceBook", "remove_device", "hash_secret", "ONLINE_SECONDS",
-           "EXPIRY_SECONDS", "POLL_SECONDS", "LINK_SECONDS", "DEVICE_NAME", "DEVICES_FILE_VERSION"]
+__all__ = ["DeviceHub", "DevicesActor", "ONLINE_SECONDS", "EXPIRY_SECONDS", "POLL_SECONDS"]
 
 log = logging.getLogger("everchat.devices")
 
 ONLINE_SECONDS = 45.0     # a device is online while a poll waits or its last one is this recent
 EXPIRY_SECONDS = 600.0    # a job's record lives this long after it ended (HANDS.md §4: 10 minutes)
 POLL_SECONDS = 20.0       # how long a device's poll waits for work (the device asks for it)
-LINK_SECONDS = 3600.0     # a join secret's life
-DEVICES_FILE_VERSION = 1
-DEVICE_NAME = "a device name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-
-
-def _check_name(name: str) -> str:
-    import re
-
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-        raise ValueError(f"bad device name {name!r}: {DEVICE_NAME}")
-    return name
-
-
-def hash_secret(secret: str) -> str:
-    """How a join secret is stored: its SHA-256, hex (the secret itself never is)."""
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
 
 # ---- the pure core ---------------------------------------------------------------------
 
@@ -281,109 +260,6 @@ def _error(job_id: str, text: str) -> schema.JobResult:
     return schema.JobResult(job_id, text, True, False)
 
 
-# ---- config/devices.json --------------------------------------------------------------
-
-
-class DeviceBook:
-    """`config/devices.json` of a chat: the enrolled devices (`devices`: name -> {key,
-    enrolled}), the removed ones (`removed`: name -> key) and the join secrets (`secrets`:
-    {hash, name, expires, used}), only as hashes. 0600, written atomically."""
-
-    def __init__(self, chat: Path) -> None:
-        self.chat = Path(chat)
-        self.path = self.chat / "config" / "devices.json"
-
-    def load(self) -> dict:
-        try:
-            data = json.loads(self.path.read_text("utf-8"))
-        except FileNotFoundError:
-            return {"version": DEVICES_FILE_VERSION, "devices": {}, "removed": {}, "secrets": []}
-        if not isinstance(data, dict) or data.get("version") != DEVICES_FILE_VERSION:
-            raise ValueError(f"{self.path}: not a devices file of version {DEVICES_FILE_VERSION}")
-        return data
-
-    def save(self, data: dict) -> None:
-        folder = self.path.parent
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = folder / f".devices.json.tmp.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-
-    def keys(self) -> dict[str, str]:
-        return {name: entry["key"] for name, entry in self.load()["devices"].items()}
-
-    @staticmethod
-    def add_secret(data: dict, name: str, now: float, ttl: float = LINK_SECONDS) -> tuple[str, float]:
-        """Make a single-use join secret for `name` (32 random bytes); only its hash is kept."""
-        _check_name(name)
-        secret = base64.urlsafe_b64encode(_secrets.token_bytes(32)).decode("ascii").rstrip("=")
-        expires = now + ttl
-        data["secrets"] = [s for s in data["secrets"] if s["expires"] > now]   # a used one stays: "used already"
-        data["secrets"].append({"hash": hash_secret(secret), "name": name, "expires": expires, "used": None})
-        return secret, expires
-
-    @staticmethod
-    def enroll(data: dict, name: str, secret: str, key: str, now: float) -> str | None:
-        """Enroll `key` as `name` with `secret` (in `data`); None, or why it is refused."""
-        digest = hash_secret(secret)
-        entry = next((s for s in data["secrets"] if hmac.compare_digest(s["hash"], digest)), None)
-        if entry is None:
-            return ("the join secret is not one this chat made (or it expired long ago); make one with "
-                    "`everchat device add NAME`")
-        if entry.get("used"):
-            return (f"the join secret was used already (at {_when(entry['used'])}); a secret joins once: make a new "
-                    "one with `everchat device add NAME`")
-        if entry["expires"] <= now:
-            return (f"the join secret expired at {_when(entry['expires'])}; make a new one with "
-                    "`everchat device add NAME`")
-        if entry["name"] != name:
-            return f"the join secret is for the device {entry['name']!r}, not {name!r}"
-        enrolled = data["devices"].get(name)
-        if enrolled is not None and enrolled["key"] != key:
-            return (f"another computer (another key) is enrolled as {name!r}; `everchat device remove {name}` "
-                    "on the chat's computer first")
-        other = next((n for n, e in data["devices"].items() if e["key"] == key and n != name), None)
-        if other is not None:
-            return f"this computer's key is enrolled as {other!r} already"
-        entry["used"] = now
-        data["devices"][name] = {"key": key, "enrolled": now}
-        data["removed"].pop(name, None)
-        return None
-
-    @staticmethod
-    def remove(data: dict, name: str) -> str | None:
-        """Drop `name` from `data`; its key (to revoke), or None when it is not enrolled."""
-        entry = data["devices"].pop(name, None)
-        if entry is None:
-            return None
-        data["removed"][name] = entry["key"]
-        data["secrets"] = [s for s in data["secrets"] if s["name"] != name]
-        return entry["key"]
-
-
-def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
-
-
-def remove_device(chat: Path, name: str) -> bool:
-    """`everchat device remove NAME` when no server runs: drop it from devices.json and its
-    key from authorized_keys. False when no such device is enrolled."""
-    book = DeviceBook(chat)
-    data = book.load()
-    key = DeviceBook.remove(data, name)
-    if key is None:
-        return False
-    KeyStore(Path(chat) / "config").revoke(key)
-    book.save(data)
-    return True
-
-
 # ---- the shell ---------------------------------------------------------------------------
 
 
@@ -428,8 +304,6 @@ class DevicesActor(Actor):
             host = parse_address(self.node.endpoint).requests[len("tcp://"):].rpartition(":")[0]
             bind = f"tcp://{host}:0"
         if bind is not None:
-            from everchat.actors.device_remote import EnrollmentServer
-
             self.enrollment = EnrollmentServer(self.keys.ensure("devices"), bind, self._enroll).start()
         self._ticker = threading.Thread(target=self._tick, name="devices-ticker", daemon=True)
         self._ticker.start()
@@ -574,7 +448,8 @@ class DevicesActor(Actor):
         secret, expires = DeviceBook.add_secret(data, msg.name, time.time(), msg.ttl if msg.ttl > 0 else LINK_SECONDS)
         self.book.save(data)
         link = f"{self.enrollment.address};key={self.enrollment.public_key};secret={secret}"
-        log.info("%s: join secret made for %r (expires %s)", self, msg.name, _when(expires))
+        log.info("%s: join secret made for %r (expires %s)", self, msg.name, time.strftime("%H:%M:%S UTC",
+                                                                                          time.gmtime(expires)))
         return schema.DeviceLink(msg.name, link, expires)
 
     def on_remove_device(self, msg: schema.RemoveDevice, delivery) -> schema.Ack:

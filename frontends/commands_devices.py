@@ -94,10 +94,10 @@ def run_device_command(args: argparse.Namespace) -> int:
     if args.action == "join":
         return _join(args)
     chat = args.data_dir
-    from everchat.actors.devices import _check_name
+    from everchat.actors.device_remote import check_device_name
 
     try:
-        _check_name(args.target)
+        check_device_name(args.target)
     except ValueError as error:
         raise UsageError(str(error)) from None
     from everchat.transport import schema
@@ -121,7 +121,7 @@ def run_device_command(args: argparse.Namespace) -> int:
         finally:
             node.stop()
     else:
-        from everchat.actors.devices import remove_device
+        from everchat.actors.device_remote import remove_device
 
         if not remove_device(chat, args.target):
             raise CommandError(f"no device called {args.target!r} is enrolled in {chat}")
@@ -131,13 +131,13 @@ def run_device_command(args: argparse.Namespace) -> int:
 
 def _join(args: argparse.Namespace) -> int:
     from everchat.actors.device_remote import JoinRefused, run_device
-    from everchat.actors.devices import _check_name
+    from everchat.actors.device_remote import check_device_name
     from everchat.actors.process import SignalStop
 
     if not args.name:
         raise UsageError("device join needs --name NAME: this computer's name in the chat")
     try:
-        _check_name(args.name)
+        check_device_name(args.name)
     except ValueError as error:
         raise UsageError(str(error)) from None
     stop = threading.Event()
@@ -155,7 +155,7 @@ def _join(args: argparse.Namespace) -> int:
 def run_devices(args: argparse.Namespace) -> int:
     """`everchat devices`: every enrolled device (devices.json), online or not; who is
     online comes from the running server's hub when one runs."""
-    from everchat.actors.devices import DeviceBook
+    from everchat.actors.device_remote import DeviceBook
     from everchat.transport import schema
 
     chat = args.data_dir

@@ -8,7 +8,8 @@ import stat
 import pytest
 
 from everchat.actors.device_jobs import Job, Outcome
-from everchat.actors.devices import EXPIRY_SECONDS, DeviceBook, DeviceHub, hash_secret
+from everchat.actors.device_remote import DeviceBook, hash_secret
+from everchat.actors.devices import EXPIRY_SECONDS, DeviceHub
 from everchat.transport import schema
 
 KEY = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"
@@ -160,7 +161,7 @@ def test_a_job_never_taken_expires_with_an_error_and_one_never_reported_as_uncer
     assert answers[taken].uncertain
 
 
-# ---- devices.json --------------------------------------------------------------------------
+# ---- devices.json (actors/device_remote.py) -------------------------------------------
 
 
 def book_with_secret(tmp_path, name="laptop", now=0.0):
