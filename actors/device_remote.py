@@ -53,14 +53,18 @@ __all__ = ["DeviceBook", "remove_device", "hash_secret", "check_device_name", "E
 log = logging.getLogger("everchat.device")
 
 POLL_WAIT = 20.0          # a poll's wait for work (the hub answers "none" after it)
-_ENROLL_DOMAIN = b"everchat-enroll"
-
-
 LINK_SECONDS = 3600.0     # a join secret's life
 DEVICES_FILE_VERSION = 1
 DEVICE_NAME = "a device name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_ENROLL_DOMAIN = b"everchat-enroll"
+
+
+class JoinRefused(Exception):
+    """The chat refused to enroll this computer (the text says why), or did not answer."""
+
 
 def check_device_name(name: str) -> str:
+    """`name` when it is a good device name, else ValueError saying what one is."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
         raise ValueError(f"bad device name {name!r}: {DEVICE_NAME}")
     return name
@@ -172,10 +176,6 @@ def remove_device(chat: Path, name: str) -> bool:
     KeyStore(Path(chat) / "config").revoke(key)
     book.save(data)
     return True
-
-
-class JoinRefused(Exception):
-    """The chat refused to enroll this computer (the text says why), or did not answer."""
 
 
 # ---- the hub's end -----------------------------------------------------------------------
