@@ -390,7 +390,7 @@ class DeviceRunner:
         (what cannot is reported at the next start), then stop the node, which also ends
         a poll waiting for work."""
         self.stop.wait()
-        with self._lock:
+        with self._lock:      # no job starts after this look (_start checks `stop` under the lock)
             running = list(self._running.values())
         for _, cancel, _ in running:
             cancel.set()
@@ -414,8 +414,8 @@ class DeviceRunner:
         job = Job(id=str(item["id"]), tool=str(item["tool"]), arguments=dict(item["arguments"]),
                   caller=str(item["caller"]), timeout=float(item["timeout"]), created=float(item["created"]))
         with self._lock:
-            if job.id in self._running or job.id in self._unreported:
-                return
+            if self.stop.is_set() or job.id in self._running or job.id in self._unreported:
+                return       # stopping: not journaled, so the hub's next look sends it again
             if self.journal.known(job.id):       # sent again (the hub restarted): never run twice
                 self._unreported[job.id] = self.journal.outcome(job.id) or Outcome(
                     "this job may have run before the device restarted; it was not run again", True, True)
