@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from everchat.actors.device_remote import EnrollmentServer, JoinRefused, enroll
-from everchat.transport import Actor, KeyStore, Node, PeerLost, Refused, schema
+from everchat.transport import Actor, KeyStore, Node, PeerLost, RemoteError, schema
 
 
 class WhoAsks(Actor):
@@ -58,12 +58,27 @@ def test_a_joined_computers_key_reaches_the_device_hub_only(tmp_path, server):
     laptop, _ = client(tmp_path, node, keys, "laptop", "device.laptop")
     ops, ops_pair = client(tmp_path, node, keys, "ops", "ops")
     try:
-        with pytest.raises(Refused, match="reaches only 'devices'"):
+        with pytest.raises(RemoteError, match="reaches only 'devices', not 'log_writer'"):
             laptop.ask("log_writer", schema.Ping(b""), timeout=5.0)
         assert ops.ask("log_writer", schema.Ping(b""), timeout=5.0) == schema.Pong(ops_pair.public)
     finally:
         laptop.stop()
         ops.stop()
+
+
+def test_a_key_revoked_while_connected_gets_nothing_more_through(tmp_path, server):
+    node, keys = server
+    laptop, pair = client(tmp_path, node, keys, "laptop", "device.laptop")
+    try:
+        assert laptop.ask("devices", schema.Ping(b""), timeout=5.0) == schema.Pong(pair.public)
+        keys.revoke(pair.public)
+        with pytest.raises(RemoteError, match="no longer authorized") as refused:
+            laptop.ask("devices", schema.Ping(b""), timeout=5.0)
+        assert refused.value.kind == "PermissionError"
+        with pytest.raises(RemoteError, match="no longer authorized"):
+            laptop.ask("log_writer", schema.Ping(b""), timeout=5.0)
+    finally:
+        laptop.stop()
 
 
 def test_a_revoked_key_gets_no_new_connection(tmp_path, server):

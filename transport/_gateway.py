@@ -21,7 +21,9 @@ Over tcp each request's Delivery carries `peer`, the CURVE public key its connec
 made with (the ZAP User-Id libzmq attaches to every message of the connection), so an
 actor can check who asks (the device hub does, docs/HANDS.md §5). A key authorized as a
 joined computer's (`device.NAME` in authorized_keys) reaches the device hub only: a request
-of it to any other actor is refused here.
+of it to any other actor is refused here. A key revoked after its connection was made
+(`KeyStore.revoke`) gets nothing through on that connection either. Both refusals answer an
+ask with RemoteError("PermissionError", why).
 
 When a mailbox is full and the message may not be dropped (policy "block", or a tell of a
 "refuse" type whose sender could not hear a refusal), the gateway parks it and stops reading
@@ -58,6 +60,7 @@ __all__ = ["Gateway", "OP_WAKE", "OP_PUBLISH", "OP_CONNECT", "OP_SUBSCRIBE", "OP
 log = logging.getLogger("everchat.transport")
 
 OP_WAKE, OP_PUBLISH, OP_CONNECT, OP_SUBSCRIBE, OP_QUIT = b"W", b"P", b"C", b"S", b"Q"
+K_DENIED = "PermissionError"   # a request refused for who sent it: `ask` raises RemoteError of this kind
 BATCH = 64      # frames read from one socket before looking at the others
 
 
@@ -198,14 +201,20 @@ class Gateway:
         if kind == FLUSH:
             return self.node._send_routed([identity, reply_frame(request_id, Ack())])
         ask = kind == ASK
-        if peer is not None and target != DEVICE_HUB and self.zap_handler.limited_to_hub(peer):
-            self.recorder.refused += 1
-            log.warning("%s: %s for %r from %s refused: the key %s is a joined computer's, which reaches "
-                        "only %r", self.node.ident, "ask" if ask else "tell", target, sender, peer, DEVICE_HUB)
-            if ask:
-                self._error(identity, request_id, K_REFUSED, f"{self.node.ident}: a joined computer's key "
-                            f"reaches only {DEVICE_HUB!r}, not {target!r}")
-            return
+        if peer is not None:
+            if not self.zap_handler.admits(peer):
+                why = f"the key {peer} is no longer authorized here (revoked)"
+            elif target != DEVICE_HUB and self.zap_handler.limited_to_hub(peer):
+                why = f"the key {peer} is a joined computer's, which reaches only {DEVICE_HUB!r}, not {target!r}"
+            else:
+                why = None
+            if why is not None:
+                self.recorder.refused += 1
+                log.warning("%s: %s for %r from %s refused: %s", self.node.ident, "ask" if ask else "tell",
+                            target, sender, why)
+                if ask:
+                    self._error(identity, request_id, K_DENIED, f"{self.node.ident}: {why}")
+                return
         mailbox = self.node._mailboxes.get(target)
         if mailbox is None or not mailbox.alive:
             if ask:

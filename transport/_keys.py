@@ -216,6 +216,11 @@ class ZapHandler:
             self._hub_only = {key.decode() for key, name in names.items() if name.startswith(DEVICE_PREFIX)}
         return self._allowed
 
+    def admits(self, peer: str) -> bool:
+        """Whether `peer` (a request's CURVE key) is authorized now: a key revoked after its
+        connection was made is refused from then on, on that connection too."""
+        return peer.encode("ascii", errors="replace") in self._allowed_keys()
+
     def limited_to_hub(self, peer: str) -> bool:
         """Whether `peer` (a request's CURVE key) is a joined computer's, which may reach
         only the device hub (as authorized_keys said at its handshake, or since)."""
