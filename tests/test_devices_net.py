@@ -22,7 +22,7 @@ from polling import wait_until
 
 from everchat.actors.device_jobs import group_alive
 from everchat.actors.devices import DevicesActor
-from everchat.transport import KeyStore, Node, PeerLost, RemoteError, schema
+from everchat.transport import Actor, KeyStore, Node, PeerLost, RemoteError, schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")
 
@@ -347,3 +347,25 @@ def test_device_add_on_a_hub_that_listens_on_no_tcp_address_says_so(tmp_path):
             node.ask("devices", schema.AddDevice("laptop", 0.0), timeout=5.0)
     finally:
         node.stop()
+
+
+class Listener(Actor):
+    def __init__(self, seen: list) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def on_job_output(self, msg, delivery) -> None:
+        self.seen.append(msg)
+
+
+@pytest.mark.parametrize("device", ["laptop", ""])
+def test_shell_output_is_published_as_job_output_on_topic_device(hub, devices, tmp_path, device):
+    seen: list = []
+    hub.node.host("listener", Listener, seen)
+    hub.node.subscribe("device", "listener")
+    if device:
+        joined(hub, devices, tmp_path / "laptop")
+    result = hub.run("call-1", "echo streamed-words", device=device)
+    assert result.text.startswith("streamed-words")
+    wait_until(lambda: any("streamed-words" in event.text for event in seen), WAIT, "the output event")
+    assert {(event.job, event.caller) for event in seen} == {("call-1", "main")}
