@@ -369,3 +369,27 @@ def test_shell_output_is_published_as_job_output_on_topic_device(hub, devices, t
     assert result.text.startswith("streamed-words")
     wait_until(lambda: any("streamed-words" in event.text for event in seen), WAIT, "the output event")
     assert {(event.job, event.caller) for event in seen} == {("call-1", "main")}
+
+
+def test_devices_on_a_server_without_a_hub_lists_the_file_and_warns(tmp_path):
+    from everchat.actors.device_remote import DeviceBook
+
+    home = tmp_path / "server"
+    chat = home / "chat"
+    book = DeviceBook(chat)
+    data = book.load()
+    secret, _ = DeviceBook.add_secret(data, "laptop", 0.0, ttl=10.0)
+    DeviceBook.enroll(data, "laptop", secret, "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", 1.0)
+    book.save(data)
+    (chat / "run").mkdir(parents=True)
+    node = Node("supervisor", bind="tcp://127.0.0.1:0", keys=KeyStore(chat / "config")).start()
+    try:
+        info = {"version": 1, "pid": os.getpid(), "host": socket.gethostname(), "endpoint": node.endpoint,
+                "placement": "single", "transport": "tcp", "attachable": True}
+        (chat / "run" / "supervisor.json").write_text(json.dumps(info))
+        listed = everchat("devices", "--data-dir", str(chat), home=home)
+    finally:
+        node.stop()
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split()[:2] == ["laptop", "offline"]
+    assert "warning: who is online is unknown" in listed.stderr
