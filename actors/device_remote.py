@@ -338,7 +338,7 @@ class DeviceRunner:
         self._running: dict[str, tuple[Job, threading.Event, threading.Thread]] = {}
         self._unreported: dict[str, Outcome] = {}
         self._output: queue.Queue = queue.Queue(maxsize=1000)
-        self._removed: str | None = None
+        self.removed: str | None = None
 
     def __repr__(self) -> str:
         return f"<DeviceRunner {self.name} -> {self.endpoint.split(';')[0]}>"
@@ -356,7 +356,7 @@ class DeviceRunner:
                 log.info("%s: job %s from before this start is reported as %s", self, job.id,
                          "uncertain" if outcome.uncertain else "finished")
             backoff = 0.2
-            while not self.stop.is_set() and self._removed is None:
+            while not self.stop.is_set() and self.removed is None:
                 self._report_all()
                 try:
                     work = self.node.ask("devices", schema.PollJobs(self.name, POLL_WAIT, self._holding()),
@@ -380,8 +380,8 @@ class DeviceRunner:
             self._output.put(None)
             sender.join(2.0)
             self.journal.close()
-        if self._removed is not None:
-            log.error("%s: %s", self, self._removed)
+        if self.removed is not None:
+            log.info("%s: %s", self, self.removed)   # the command says it, once
             return 1
         return 0
 
@@ -400,7 +400,7 @@ class DeviceRunner:
 
     def _refused(self, error: RemoteError) -> None:
         if error.kind == "PermissionError":
-            self._removed = error.text
+            self.removed = error.text
             self.stop.set()
         else:
             log.warning("%s: the chat answered an error: %s", self, error)
@@ -498,8 +498,9 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -> int:
-    """`everchat device join`: enroll (once) and serve jobs until `stop` (module docstring).
-    JoinRefused when enrollment is refused; ValueError for a bad link or name."""
+    """`everchat device join`: enroll (once) and serve jobs until `stop` (module docstring);
+    0. JoinRefused when enrollment is refused or the chat refused this computer later
+    (removed); ValueError for a bad link or name."""
     folder = Path(home) / "device"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
@@ -520,4 +521,7 @@ def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -
         joined = {"version": 1, "name": name, "endpoint": endpoint, "joined": time.time(), "link": secret_hash}
         _write_private(joined_file, json.dumps(joined))
         log.info("joined the chat at %s as %r", endpoint.split(";")[0], name)
-    return DeviceRunner(home, name, joined["endpoint"], pair, stop).serve()
+    runner = DeviceRunner(home, name, joined["endpoint"], pair, stop)
+    if runner.serve():
+        raise JoinRefused(f"the chat refused {name!r}: {runner.removed}")
+    return 0

@@ -283,7 +283,8 @@ def test_a_removed_device_is_cut_off_and_its_key_revoked(hub, devices, tmp_path)
     done = everchat("device", "remove", "laptop", "--data-dir", str(hub.chat), home=hub.home)
     assert done.returncode == 0, done.stderr
     assert process.wait(timeout=WAIT) == 1
-    assert "removed" in (laptop / "join-0.log").read_text()
+    assert "everchat: the chat refused 'laptop': device 'laptop' was removed from this chat" in (
+        laptop / "join-0.log").read_text()
     assert key.encode() not in KeyStore(hub.chat / "config").authorized()
 
 
