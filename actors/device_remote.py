@@ -507,6 +507,8 @@ def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -
     pair = KeyStore(folder).ensure("device")
     joined_file = folder / "joined.json"
     joined = json.loads(joined_file.read_text("utf-8")) if joined_file.exists() else None
+    if joined is not None and (not isinstance(joined, dict) or joined.get("version") != 1):
+        raise JoinRefused(f"{joined_file} is not a joined-chat file of version 1; remove it and join again")
     if joined is not None and joined.get("name") != name:
         raise JoinRefused(f"this computer joined a chat as {joined.get('name')!r}; to join as {name!r}, remove "
                           f"{joined_file} first")
