@@ -21,9 +21,10 @@ Over tcp each request's Delivery carries `peer`, the CURVE public key its connec
 made with (the ZAP User-Id libzmq attaches to every message of the connection), so an
 actor can check who asks (the device hub does, docs/HANDS.md §5). A key authorized as a
 joined computer's (`device.NAME` in authorized_keys) reaches the device hub only: a request
-of it to any other actor is refused here. A key revoked after its connection was made
-(`KeyStore.revoke`) gets nothing through on that connection either. Both refusals answer an
-ask with RemoteError("PermissionError", why).
+of it to any other actor is refused here, and once such a key is revoked
+(`KeyStore.revoke`) it gets nothing through, on a connection made before too. Both refusals
+answer an ask with RemoteError("PermissionError", why). (Other keys cost a set lookup per
+request: a revoked actor key still needs its connection closed, as before.)
 
 When a mailbox is full and the message may not be dropped (policy "block", or a tell of a
 "refuse" type whose sender could not hear a refusal), the gateway parks it and stops reading
@@ -201,10 +202,10 @@ class Gateway:
         if kind == FLUSH:
             return self.node._send_routed([identity, reply_frame(request_id, Ack())])
         ask = kind == ASK
-        if peer is not None:
+        if peer is not None and self.zap_handler.limited_to_hub(peer):   # a set lookup for other keys
             if not self.zap_handler.admits(peer):
                 why = f"the key {peer} is no longer authorized here (revoked)"
-            elif target != DEVICE_HUB and self.zap_handler.limited_to_hub(peer):
+            elif target != DEVICE_HUB:
                 why = f"the key {peer} is a joined computer's, which reaches only {DEVICE_HUB!r}, not {target!r}"
             else:
                 why = None

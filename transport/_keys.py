@@ -213,17 +213,21 @@ class ZapHandler:
         if stamp != self._stamp:
             names = self.keys.authorized_names()
             self._stamp, self._allowed = stamp, set(names) | {self.own}
-            self._hub_only = {key.decode() for key, name in names.items() if name.startswith(DEVICE_PREFIX)}
+            # Sticky: a joined computer's key stays one after it is revoked, so its live
+            # connection is still checked (and refused) per request.
+            self._hub_only |= {key.decode() for key, name in names.items() if name.startswith(DEVICE_PREFIX)}
         return self._allowed
 
     def admits(self, peer: str) -> bool:
-        """Whether `peer` (a request's CURVE key) is authorized now: a key revoked after its
-        connection was made is refused from then on, on that connection too."""
+        """Whether `peer` (a request's CURVE key) is authorized now (authorized_keys is
+        re-read when it changed: a stat per call): a key revoked after its connection was
+        made is refused from then on, on that connection too."""
         return peer.encode("ascii", errors="replace") in self._allowed_keys()
 
     def limited_to_hub(self, peer: str) -> bool:
         """Whether `peer` (a request's CURVE key) is a joined computer's, which may reach
-        only the device hub (as authorized_keys said at its handshake, or since)."""
+        only the device hub (as authorized_keys said at a handshake since this node started;
+        a key once seen as one stays one)."""
         return peer in self._hub_only
 
     def reply(self, frames: list[bytes]) -> list[bytes] | None:
