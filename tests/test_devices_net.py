@@ -394,3 +394,64 @@ def test_devices_on_a_server_without_a_hub_lists_the_file_and_warns(tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split()[:2] == ["laptop", "offline"]
     assert "warning: who is online is unknown" in listed.stderr
+
+
+HUB_PROCESS = """
+import sys, threading, signal
+from pathlib import Path
+from everchat.transport import Node
+from everchat.actors.devices import DevicesActor
+home = Path(sys.argv[1])
+node = Node("hub", bind=f"ipc://{home}/hub.sock").start()
+node.host("devices", DevicesActor, home=home, chat=home / "chat")
+(home / "hub.ready").write_text(node.endpoint)
+threading.Event().wait()
+"""
+
+
+def test_r39_a_local_job_the_chat_crashed_during_is_uncertain_and_not_run_again(tmp_path):
+    home = tmp_path / "server"
+    home.mkdir()
+    side = home / "work" / "main" / "side.txt"
+    hubs: list[subprocess.Popen] = []
+
+    def start_hub() -> str:
+        (home / "hub.ready").unlink(missing_ok=True)
+        hubs.append(subprocess.Popen([sys.executable, "-c", HUB_PROCESS, str(home)]))
+        return wait_until(lambda: (home / "hub.ready").exists() and (home / "hub.ready").read_text(), WAIT,
+                          "the hub process")
+
+    asker = Node("asker").start()
+    try:
+        asker.route("devices", start_hub())
+        msg = schema.RunJob("call-1", "", "shell", {"command": "echo $$ >> side.txt; sleep 300"}, "main", 0.0)
+        first: dict = {}
+
+        def ask_first() -> None:
+            try:
+                first["result"] = asker.ask("devices", msg, timeout=WAIT)
+            except Exception as error:  # the hub dies under it: read below
+                first["error"] = error
+
+        waiting = threading.Thread(target=ask_first, daemon=True)
+        waiting.start()
+        wait_until(lambda: lines(side), WAIT, "the job started")
+        hubs[-1].kill()                                  # the chat's process dies mid-job
+        hubs[-1].wait(timeout=WAIT)
+        os.killpg(int(lines(side)[0]), signal.SIGKILL)
+        waiting.join(WAIT)
+        assert isinstance(first.get("error"), PeerLost), first
+        start_hub()                                      # the same home: its journal
+        result = asker.ask("devices", msg, timeout=WAIT)
+        assert result.uncertain and result.is_error
+        assert len(lines(side)) == 1
+    finally:
+        asker.stop()
+        for hub in hubs:
+            hub.kill()
+            hub.wait(timeout=WAIT)
+        if lines(side):
+            try:
+                os.killpg(int(lines(side)[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
