@@ -50,6 +50,8 @@ _COMMANDS = {
     "web": "serve the chat to a browser on this computer (docs/WEB.md)",
     "actor": "run one actor that joins a running chat",
     "ops": "a live table of every actor's mailbox",
+    "device": "add, join or remove another computer the chat's tools can use (docs/HANDS.md §5)",
+    "devices": "the computers joined to the chat, online or not",
 }
 
 
@@ -164,6 +166,9 @@ def _parser() -> argparse.ArgumentParser:
     ops = command("ops")
     ops.add_argument("--once", action="store_true")
     ops.add_argument("--json", action="store_true")
+    from everchat.frontends.commands_devices import add_device_arguments
+
+    add_device_arguments(command("device"), command("devices"))
     connect = commands.add_parser("connect", help="the terminal chat on a chat `everchat web` serves (docs/WEB.md)",
                                   description="The terminal chat on a chat `everchat web` serves, over its HTTP API "
                                               "and live events: no chat folder or keys of its own.")
@@ -244,6 +249,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from everchat.frontends.commands_connect import run_connect
 
         return run_connect(args)
+    if command in ("device", "devices"):
+        from everchat.frontends import commands_devices
+
+        return commands_devices.run_devices(args) if command == "devices" else commands_devices.run_device_command(args)
     if command == "chat":
         return _terminal(args)
     if command == "web" or (command == "serve" and args.web):

@@ -17,6 +17,15 @@ Sockets (all created in `Node.start()`, used by this thread afterwards):
   authorized key; ipc: processes of the node's own user (P5; `_keys.py` says how). The ipc
   socket files are also made 0600 right after the bind, whatever the umask.
 
+Over tcp each request's Delivery carries `peer`, the CURVE public key its connection was
+made with (the ZAP User-Id libzmq attaches to every message of the connection), so an
+actor can check who asks (the device hub does, docs/HANDS.md §5). A key authorized as a
+joined computer's (`device.NAME` in authorized_keys) reaches the device hub only: a request
+of it to any other actor is refused here, and once such a key is revoked
+(`KeyStore.revoke`) it gets nothing through, on a connection made before too. Both refusals
+answer an ask with RemoteError("PermissionError", why). (Other keys cost a set lookup per
+request: a revoked actor key still needs its connection closed, as before.)
+
 When a mailbox is full and the message may not be dropped (policy "block", or a tell of a
 "refuse" type whose sender could not hear a refusal), the gateway parks it and stops reading
 the ROUTER and the SUBs until the actor makes room: the backpressure reaches the senders
@@ -38,9 +47,9 @@ from zmq.backend import zmq_poll
 
 from ._actor import K_BAD, K_REFUSED, K_STOPPED
 from ._errors import BadFrame
-from ._keys import ZAP_DOMAIN, ZAP_ENDPOINT, ZapHandler, own_uid
+from ._keys import DEVICE_HUB, ZAP_DOMAIN, ZAP_ENDPOINT, ZapHandler, own_uid
 from ._mailbox import QUEUED, Delivery, Mailbox
-from ._wire import (ASK, FLUSH, NOBLOCK, POLLIN, event_frame, parse_event, parse_request, readable,
+from ._wire import (ASK, FLUSH, NOBLOCK, POLLIN, RCVMORE, event_frame, parse_event, parse_request, readable,
                     recv_frames, reply_frame, send_frames, tcp_address, topic_frame, tune)
 from .schema import BLOCK, DROP, Ack, ErrorReply, from_obj
 
@@ -52,6 +61,7 @@ __all__ = ["Gateway", "OP_WAKE", "OP_PUBLISH", "OP_CONNECT", "OP_SUBSCRIBE", "OP
 log = logging.getLogger("everchat.transport")
 
 OP_WAKE, OP_PUBLISH, OP_CONNECT, OP_SUBSCRIBE, OP_QUIT = b"W", b"P", b"C", b"S", b"Q"
+K_DENIED = "PermissionError"   # a request refused for who sent it: `ask` raises RemoteError of this kind
 BATCH = 64      # frames read from one socket before looking at the others
 
 
@@ -73,13 +83,14 @@ class Gateway:
         self.seen: dict[tuple[int, bytes], int] = {}
         self.quit = False
         self.router_more = False
+        self.tcp = False
         if node._bind is not None:
             self._bind(node._bind)
         self.thread = threading.Thread(target=self.run, name=f"everchat-gateway-{node.name}", daemon=True)
 
     def _bind(self, bind: str) -> None:
         node, ctx = self.node, self.node._context
-        tcp = bind.startswith("tcp://")
+        tcp = self.tcp = bind.startswith("tcp://")
         self.zap = ctx.socket(zmq.ROUTER)
         self.zap.bind(ZAP_ENDPOINT)
         if tcp:
@@ -168,18 +179,19 @@ class Gateway:
         send by another thread may consume that signal, so that thread checks for input
         after sending and wakes us (OP_WAKE); `router_more` says "look again"."""
         router = self.router
+        receive = _recv_with_peer if self.tcp else _recv_without_peer
         with self.node._router_lock:
             try:       # the descriptor fired: there is nearly always a request, so just read it
-                batch = [recv_frames(router, NOBLOCK)]
+                batch = [receive(router)]
             except zmq.Again:
                 batch = []
             while batch and len(batch) < BATCH and readable(router):
-                batch.append(recv_frames(router, NOBLOCK))
+                batch.append(receive(router))
         self.router_more = len(batch) == BATCH
-        for frames in batch:
-            self._request(frames)
+        for frames, peer in batch:
+            self._request(frames, peer)
 
-    def _request(self, frames: list[bytes]) -> None:
+    def _request(self, frames: list[bytes], peer: str | None = None) -> None:
         if len(frames) != 2:
             return self._bad(None, f"request of {len(frames) - 1} frames, expected 1")
         identity, data = frames
@@ -190,6 +202,20 @@ class Gateway:
         if kind == FLUSH:
             return self.node._send_routed([identity, reply_frame(request_id, Ack())])
         ask = kind == ASK
+        if peer is not None and self.zap_handler.limited_to_hub(peer):   # a set lookup for other keys
+            if not self.zap_handler.admits(peer):
+                why = f"the key {peer} is no longer authorized here (revoked)"
+            elif target != DEVICE_HUB:
+                why = f"the key {peer} is a joined computer's, which reaches only {DEVICE_HUB!r}, not {target!r}"
+            else:
+                why = None
+            if why is not None:
+                self.recorder.refused += 1
+                log.warning("%s: %s for %r from %s refused: %s", self.node.ident, "ask" if ask else "tell",
+                            target, sender, why)
+                if ask:
+                    self._error(identity, request_id, K_DENIED, f"{self.node.ident}: {why}")
+                return
         mailbox = self.node._mailboxes.get(target)
         if mailbox is None or not mailbox.alive:
             if ask:
@@ -214,9 +240,10 @@ class Gateway:
                 log.info("%s: %s from %s not run: its deadline passed on the way", mailbox.ident,
                          msg.type_name, sender)
                 return
-            self._deliver(mailbox, Delivery(msg, sender, local_deadline, request_id, identity, mailbox), identity)
+            self._deliver(mailbox, Delivery(msg, sender, local_deadline, request_id, identity, mailbox, None, peer),
+                          identity)
         else:
-            self._deliver(mailbox, Delivery(msg, sender, None, None, None, mailbox), None)
+            self._deliver(mailbox, Delivery(msg, sender, None, None, None, mailbox, None, peer), None)
 
     def _deliver(self, mailbox: Mailbox, delivery: Delivery, identity: bytes | None) -> None:
         if self.parked:
@@ -341,6 +368,25 @@ class Gateway:
                 if reply[4] != b"200":
                     self.recorder.refused += 1
                 send_frames(sock, reply)
+
+
+def _recv_without_peer(sock: zmq.Socket) -> tuple[list[bytes], None]:
+    return recv_frames(sock, NOBLOCK), None
+
+
+def _recv_with_peer(sock: zmq.Socket) -> tuple[list[bytes], str | None]:
+    """A tcp request's frames and the CURVE key its connection was made with (the User-Id
+    our ZAP handler gave it). Its first frame is read as a zmq.Frame for that, the rest
+    as bytes (zmq.Again when nothing waits)."""
+    first = sock.recv(NOBLOCK, copy=False)
+    try:
+        peer = first.get("User-Id")
+    except zmq.ZMQError:    # no such property: a connection ZAP did not see
+        peer = None
+    frames = [first.bytes]
+    while sock.getsockopt(RCVMORE):
+        frames.append(sock.recv(NOBLOCK))
+    return frames, peer
 
 
 def _owner_only(path: str) -> None:

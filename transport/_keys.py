@@ -5,6 +5,7 @@
     pair = keys.load("supervisor")     # an existing pair, read without writing anything
     keys.authorize(other_public_key, "laptop")
     keys.authorized()                  # {public keys}
+    keys.revoke(other_public_key)      # lets it in no more (a connection already made stays)
 
 `<name>.key` holds a node's pair; `authorized_keys` holds one `<z85 public key> <name>` per
 line. Every socket a node binds is checked by its ZAP handler (run by the node's gateway
@@ -33,12 +34,15 @@ from zmq.utils import z85
 
 from ._errors import TransportError
 
-__all__ = ["KeyPair", "KeyStore", "ZapHandler", "ZAP_ENDPOINT", "ZAP_DOMAIN", "own_uid", "peer_uid"]
+__all__ = ["KeyPair", "KeyStore", "ZapHandler", "ZAP_ENDPOINT", "ZAP_DOMAIN", "DEVICE_HUB", "DEVICE_PREFIX",
+           "own_uid", "peer_uid"]
 
 log = logging.getLogger("everchat.transport")
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"everchat"
+DEVICE_HUB = "devices"    # the one actor a joined computer's key may reach (docs/HANDS.md §5)
+DEVICE_PREFIX = "device."  # authorized_keys names a joined computer's key `device.NAME`
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY = re.compile(rb"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
 
@@ -129,16 +133,36 @@ class KeyStore:
         old = self._authorized_file.read_text("ascii") if self._authorized_file.exists() else ""
         _write_private(self._authorized_file, old + f"{key.decode()} {name}".rstrip() + "\n")
 
+    def revoke(self, public_key: str | bytes) -> bool:
+        """Drop every line of `public_key` from authorized_keys: new connections with it are
+        refused from now on (the ZAP handler re-reads the file). A connection made before
+        stays up: whoever serves it checks the key per request (`Delivery.peer`). False
+        when the key was not there."""
+        key = _check_key(public_key)
+        try:
+            lines = self._authorized_file.read_bytes().splitlines()
+        except FileNotFoundError:
+            return False
+        kept = [line for line in lines if line[:40] != key]
+        if len(kept) == len(lines):
+            return False
+        _write_private(self._authorized_file, "".join(line.decode("ascii") + "\n" for line in kept))
+        return True
+
     def authorized(self) -> set[bytes]:
         """The public keys allowed to connect."""
+        return set(self.authorized_names())
+
+    def authorized_names(self) -> dict[bytes, str]:
+        """The public keys allowed to connect, each with the name written beside it."""
         try:
             text = self._authorized_file.read_bytes()
         except FileNotFoundError:
-            return set()
-        keys = set()
+            return {}
+        keys = {}
         for line in text.splitlines():
             if line[:40] and _KEY.fullmatch(line[:40]) and line[40:41] in (b"", b" "):
-                keys.add(line[:40])
+                keys[line[:40]] = line[41:].decode("ascii", errors="replace")
         return keys
 
     def stamp(self) -> tuple[int, int] | None:
@@ -181,13 +205,30 @@ class ZapHandler:
         self.refused = 0
         self._stamp: object = object()
         self._allowed: set[bytes] = set()
+        self._hub_only: set[str] = set()
         self._said_no_credentials = False
 
     def _allowed_keys(self) -> set[bytes]:
         stamp = self.keys.stamp()
         if stamp != self._stamp:
-            self._stamp, self._allowed = stamp, self.keys.authorized() | {self.own}
+            names = self.keys.authorized_names()
+            self._stamp, self._allowed = stamp, set(names) | {self.own}
+            # Sticky: a joined computer's key stays one after it is revoked, so its live
+            # connection is still checked (and refused) per request.
+            self._hub_only |= {key.decode() for key, name in names.items() if name.startswith(DEVICE_PREFIX)}
         return self._allowed
+
+    def admits(self, peer: str) -> bool:
+        """Whether `peer` (a request's CURVE key) is authorized now (authorized_keys is
+        re-read when it changed: a stat per call): a key revoked after its connection was
+        made is refused from then on, on that connection too."""
+        return peer.encode("ascii", errors="replace") in self._allowed_keys()
+
+    def limited_to_hub(self, peer: str) -> bool:
+        """Whether `peer` (a request's CURVE key) is a joined computer's, which may reach
+        only the device hub (as authorized_keys said at a handshake since this node started;
+        a key once seen as one stays one)."""
+        return peer in self._hub_only
 
     def reply(self, frames: list[bytes]) -> list[bytes] | None:
         """The reply frames for one ZAP request (None when it is too broken to answer)."""

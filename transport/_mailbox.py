@@ -122,10 +122,13 @@ class Delivery:
     msg: the message; sender: the sending actor's name (a node's name when the sender was
     no actor); deadline: for an ask, the time.monotonic() after which the asker no longer
     waits (None for tells and events); request_id: the ask's id (None otherwise); topic: the
-    event's topic (None unless it came through publish).
+    event's topic (None unless it came through publish); peer: who the transport says sent
+    it, for a request that came over tcp: the z85 CURVE public key its connection was
+    made with (the ZAP User-Id), checked at the handshake and unforgeable by the sender;
+    None for requests from this process or over ipc (a process of the node's own user).
     """
 
-    __slots__ = ("msg", "sender", "deadline", "request_id", "topic", "_route", "_mailbox")
+    __slots__ = ("msg", "sender", "deadline", "request_id", "topic", "peer", "_route", "_mailbox")
     reply_to = None      # a Delivery is its own pykka envelope: no Envelope per message
 
     @property
@@ -133,8 +136,9 @@ class Delivery:
         return self
 
     def __init__(self, msg: Message, sender: str, deadline: float | None, request_id: int | None,
-                 route: Any, mailbox: Mailbox, topic: str | None = None) -> None:
+                 route: Any, mailbox: Mailbox, topic: str | None = None, peer: str | None = None) -> None:
         self.msg = msg
+        self.peer = peer
         self.sender = sender
         self.deadline = deadline
         self.request_id = request_id

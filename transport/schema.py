@@ -26,7 +26,7 @@ Messages are shared, not copied, between actors of one process: treat their list
 fields as read-only.
 
 The types live in private modules by the actor that receives them (`_schema_store` for the
-log writer, `_schema_planner`, `_schema_turns`, `_schema_system`) on the base in
+log writer, `_schema_planner`, `_schema_turns`, `_schema_system`, `_schema_devices`) on the base in
 `_schema_base`; this module is their one namespace: `schema.Append`, `schema.types()`.
 """
 
@@ -48,6 +48,9 @@ from ._schema_turns import (UserInput, InputLogged, StopTurn, TurnStatus, TurnSt
                             TurnToolCall, TurnToolResult, TurnJoined, TurnEnded, Notice)
 from ._schema_system import (Register, Directory, StatsRequest, StatsReply, Ping, Pong, ErrorReply,
                              Ack, SupervisorStatus, SupervisorState)
+from ._schema_devices import (RunJob, JobResult, StopJobs, ListDevices, DeviceList, JobOutput, AddDevice,
+                              DeviceLink, RemoveDevice, EnrollDevice, DeviceEnrolled, PollJobs, DeviceWork,
+                              ReportJob, DeviceOutput)
 
 __all__ = [
     "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types",
@@ -63,4 +66,6 @@ __all__ = [
     "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
     "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
     "Notice", "ResponseStarted", "WaitBacklog", "RecordUsage", "SupervisorStatus", "SupervisorState",
+    "RunJob", "JobResult", "StopJobs", "ListDevices", "DeviceList", "JobOutput", "AddDevice", "DeviceLink",
+    "RemoveDevice", "EnrollDevice", "DeviceEnrolled", "PollJobs", "DeviceWork", "ReportJob", "DeviceOutput",
 ]
