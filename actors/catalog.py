@@ -33,9 +33,22 @@ def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "config
     if name.startswith("compactor."):  # the turn's extra tools too: compactions send its very tools (R26)
         return CompactorWorker, ("planner", summarizer, "log_writer", settings,
                                  tuple(spec for spec, _ in extra_tools))
+    if name == "devices":  # R39: the device hub; `work/` and its journal live in Everchat's home
+        from everchat.actors.devices import DevicesActor
+
+        return DevicesActor, (_home(settings), chat)
     if name == "turn_runner":
         return TurnRunnerActor, (settings if settings is not None else "configured", tuple(extra_tools))
     raise ValueError(f"no actor is called {name!r}")
+
+
+def _home(settings) -> Path:
+    """Everchat's home: the session's, else the one this process was started with."""
+    if settings is None:
+        from everchat.actors.turn_runner import configured_settings
+
+        settings = configured_settings()
+    return Path(settings.home).expanduser()
 
 
 def budget_to_json(budget: Budget) -> str:

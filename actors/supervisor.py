@@ -103,9 +103,9 @@ class Placement:
 
 
 def actor_names(placement: Placement) -> list[str]:
-    """Start order: the log writer first (everyone asks it), then the planner, the turn
-    runner (R36: it asks both), then workers."""
-    return ["log_writer", "planner", "turn_runner"] + [f"compactor.{n}" for n in range(placement.workers)]
+    """Start order: the log writer first (everyone asks it), then the planner, the device
+    hub, the turn runner (R36: it asks all three), then workers."""
+    return ["log_writer", "planner", "devices", "turn_runner"] + [f"compactor.{n}" for n in range(placement.workers)]
 
 
 class SupervisorActor(NodeAgent):

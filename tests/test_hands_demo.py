@@ -1,0 +1,85 @@
+"""Issue 11's demo, for real (R36, R39): `everchat --demo serve --tcp` runs the chat, a second
+computer joins with the one command `everchat device add` printed (a process with its own
+`$EVERCHAT_HOME`), and `everchat --demo ask 'run `…` on NAME'`, attached to the running
+server, answers with what the command printed there. Every process is ours and is ended."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polling import wait_until
+
+WAIT = 60.0
+
+
+def _env(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "EVERCHAT_CONFIG")}
+    env["EVERCHAT_HOME"] = str(home)
+    return env
+
+
+def _cli(home: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *argv], env=_env(home),
+                          capture_output=True, text=True, timeout=WAIT)
+
+
+@pytest.fixture
+def processes():
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in started:
+        try:
+            process.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _start(processes: list, home: Path, log: Path, *argv: str) -> subprocess.Popen:
+    home.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", *argv], env=_env(home),
+                                   stdout=out, stderr=subprocess.STDOUT)
+    processes.append(process)
+    return process
+
+
+def test_r39_the_demo_runs_a_command_on_a_joined_computer_and_answers_with_its_output(tmp_path, processes):
+    server_home, laptop_home = tmp_path / "server", tmp_path / "laptop"
+    serve = _start(processes, server_home, tmp_path / "serve.log", "--demo", "serve", "--tcp")
+    wait_until(lambda: "serving" in (tmp_path / "serve.log").read_text() or serve.poll() is not None, WAIT,
+               "serve --tcp up")
+    assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+
+    added = _cli(server_home, "device", "add", "laptop")
+    assert added.returncode == 0, added.stderr
+    argv = shlex.split(added.stdout.splitlines()[0])
+    assert argv[:3] == ["everchat", "device", "join"] and argv[4:] == ["--name", "laptop"]
+    join = _start(processes, laptop_home, tmp_path / "join.log", *argv[1:])
+
+    def online() -> bool:
+        listed = _cli(server_home, "devices")
+        return any(line.split()[:2] == ["laptop", "online"] for line in listed.stdout.splitlines())
+
+    wait_until(lambda: join.poll() is not None or online(), WAIT, "laptop online")
+    assert join.poll() is None, (tmp_path / "join.log").read_text()
+
+    asked = _cli(server_home, "--demo", "ask", "run `uname -n && pwd` on laptop")
+    assert asked.returncode == 0, asked.stderr
+    assert "attached to the running chat" in asked.stderr
+    work = laptop_home / "work" / "main"  # the joined computer's own work folder ran it
+    assert str(work) in asked.stdout and os.uname().nodename in asked.stdout
+    assert "[exit 0]" in asked.stdout
+    # the call and its result are in the chat's log like any tool step (R37)
+    view = _cli(server_home, "view").stdout
+    assert 'shell {"command": "uname -n && pwd", "device": "laptop"}' in view
