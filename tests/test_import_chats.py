@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -239,21 +238,9 @@ def test_a_killed_import_run_again_logs_every_message_once_in_order(tmp_path):
     assert status["view_bytes"] <= 128_000 < sum(len(r.text.encode()) for r in final)
 
 
-def _ask_works_before_the_devices_hub(monkeypatch) -> None:
-    """The base this branch grew from calls `schema.ListDevices` for the turn header
-    before the devices work defines it; until then the header names this computer alone."""
-    from everchat.actors import turn_runner
-    from everchat.transport import schema
-
-    if not hasattr(schema, "ListDevices"):
-        monkeypatch.setattr(turn_runner.TurnRunnerActor, "_computers",
-                            lambda self: [f"{socket.gethostname()} (this computer, the default)"])
-
-
-def test_done_when_the_demo_model_finds_an_imported_conversation_through_zoom(tmp_path, capsys, monkeypatch):
+def test_done_when_the_demo_model_finds_an_imported_conversation_through_zoom(tmp_path, capsys):
     """The issue's "done when": import a ChatGPT export and a Claude Code folder with
     --yes, then `ask` about an old conversation by its content."""
-    _ask_works_before_the_devices_hub(monkeypatch)
     chat = tmp_path / "chat"
     assert main(["--demo", "import-chats", str(CHATGPT), str(CLAUDE_CODE), "--yes", "--data-dir", str(chat)]) == 0
     capsys.readouterr()
