@@ -340,6 +340,17 @@ class SignalStop:
         self._relay: threading.Thread | None = None
         for signum in signums:
             signal.signal(signum, self._handler)
+        # The kernel may deliver the signal to any thread. Python runs its handler in the
+        # main thread only, and a main thread blocked in a lock (stop.wait()) is woken only
+        # when the signal lands on it: with the device hub's and the actors' threads, a
+        # SIGTERM to `serve` often did not, and the handler never ran (CI: serve not stopped
+        # within 60 s). The wake-up fd is written by the C-level handler in whatever thread
+        # takes the signal, so the relay wakes at once. Taken only when nobody holds it (an
+        # asyncio loop does); the handler above still writes for the main thread's part.
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+            if previous != -1:
+                signal.set_wakeup_fd(previous)
 
     def _handler(self, *_) -> None:
         try:

@@ -40,3 +40,42 @@ def test_a_signal_before_the_relay_starts_waits_in_the_pipe(usr2):
     assert not stop.wait(0.05)  # no relay yet: nothing set, nothing lost
     on_signal.start()
     assert stop.wait(30)
+
+
+_OTHER_THREAD = r"""
+import os, signal, sys, threading, time
+from everchat.actors.process import SignalStop
+
+stop = threading.Event()
+SignalStop(stop, signal.SIGUSR2).start()
+ready = threading.Event()
+
+def bystander():
+    ready.set()
+    time.sleep(120)
+
+thread = threading.Thread(target=bystander, daemon=True)
+thread.start()
+ready.wait()
+
+def send():
+    time.sleep(0.2)  # let the main thread block in stop.wait() first
+    signal.pthread_kill(thread.ident, signal.SIGUSR2)  # the signal lands on another thread
+
+threading.Thread(target=send, daemon=True).start()
+stop.wait()  # no timeout: only the relay can end it
+print("stopped", flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_signal_taken_by_another_thread_still_wakes_a_main_thread_blocked_in_wait(tmp_path):
+    """The kernel gives a process signal to any thread; Python runs handlers in the main
+    thread only when it runs. A main thread blocked in stop.wait() with the signal taken by
+    another thread slept for good (serve hung after SIGTERM once the device hub's threads
+    came); the wake-up fd reaches the relay whichever thread takes the signal."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _OTHER_THREAD], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "stopped\n", done.stderr
