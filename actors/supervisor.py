@@ -59,7 +59,7 @@ from pathlib import Path
 from everchat.actors.catalog import NodeAgent, budget_to_json, build_actor, node_rows
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
-from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher
+from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher, Ports
 from everchat.actors.turn_runner import SETTINGS_ENV, settings_flags
 from everchat.transport import KeyStore, Node, parse_address, schema
 
@@ -166,6 +166,7 @@ class Supervisor:
         self._lock = threading.Lock()
         self._monitor: threading.Thread | None = None
         self._chat_lock = ChatLock(self.chat)
+        self.ports = Ports(self.chat)  # tcp: listen where the chat listened before (joined devices dial it)
         self._launcher: Launcher | None = None
 
     def __repr__(self) -> str:
@@ -179,8 +180,9 @@ class Supervisor:
         if self.placement.mode == "single" and name != "supervisor":
             return None
         if self.placement.transport == "tcp":
-            host = f"[{self.placement.listen}]" if ":" in self.placement.listen else self.placement.listen
-            return f"tcp://{host}:0"
+            listen = self.placement.listen
+            host = f"[{listen}]" if ":" in listen else listen
+            return f"tcp://{host}:{self.ports.port(name, listen)}"
         return f"ipc://{self.run_dir / (name + '.sock')}"
 
     def start(self, timeout: float = 60.0) -> "Supervisor":
@@ -210,6 +212,7 @@ class Supervisor:
             self.node.host("supervisor", SupervisorActor, self)
             if self.node.endpoint:
                 self.routes["supervisor"] = self.node.endpoint
+                self.ports.remember("supervisor", self.node.endpoint)
             self._write_run_file()
             deadline = time.monotonic() + timeout
             # The log writer first (the planner asks it as it starts, so it must know where
@@ -355,6 +358,8 @@ class Supervisor:
                     raise ValueError(f"{self}: {msg.name} runs in {where}; a Register from pid {msg.pid} "
                                      f"on {msg.host} is refused")
             child.endpoint, child.host, child.pid = msg.endpoint, msg.host, msg.pid
+            if msg.name not in self.placement.remote:
+                self.ports.remember(msg.name, msg.endpoint)
             moved = self.routes.get(msg.name) != msg.endpoint
             self.routes[msg.name] = msg.endpoint
             self.routes[f"node.{msg.name}"] = msg.endpoint

@@ -16,6 +16,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -343,3 +344,60 @@ def _fork_self(env: dict) -> _SelfFork:
     os.close(requests_r)
     os.close(answers_w)
     return _SelfFork(pid, requests_w, answers_r)
+
+
+class Ports:
+    """The tcp ports a chat's actors listened on, kept in `config/ports.json` (0600), so a
+    chat served again over tcp listens where it did: a computer that joined it (issue 11)
+    dials the address it was given, and reconnects by itself after the server restarts. A
+    port taken meanwhile is given up for a free one (the device then needs a new link)."""
+
+    def __init__(self, chat: Path) -> None:
+        self.path = Path(chat) / "config" / "ports.json"
+
+    def load(self) -> dict[str, int]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and 0 < v < 65536}
+
+    def port(self, name: str, host: str) -> int:
+        """The port `name` listened on last time when it is free now, else 0 (any)."""
+        port = self.load().get(name, 0)
+        return port if port and _port_free(host, port) else 0
+
+    def remember(self, name: str, endpoint: str | None) -> None:
+        """Keep the port of a tcp endpoint (`tcp://HOST:PORT;…`)."""
+        if not endpoint or not endpoint.startswith("tcp://"):
+            return
+        try:
+            port = int(endpoint.split(";")[0].rpartition(":")[2])
+        except ValueError:
+            return
+        ports = self.load()
+        if ports.get(name) == port:
+            return
+        ports[name] = port
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".ports.json.tmp.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(ports, sort_keys=True).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+
+def _port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True

@@ -54,25 +54,34 @@ def _start(processes: list, home: Path, log: Path, *argv: str) -> subprocess.Pop
     return process
 
 
-def test_r39_the_demo_runs_a_command_on_a_joined_computer_and_answers_with_its_output(tmp_path, processes):
-    server_home, laptop_home = tmp_path / "server", tmp_path / "laptop"
-    serve = _start(processes, server_home, tmp_path / "serve.log", "--demo", "serve", "--tcp")
-    wait_until(lambda: "serving" in (tmp_path / "serve.log").read_text() or serve.poll() is not None, WAIT,
-               "serve --tcp up")
-    assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+def _serve(processes: list, home: Path, log: Path) -> subprocess.Popen:
+    serve = _start(processes, home, log, "--demo", "serve", "--tcp")
+    wait_until(lambda: "serving" in log.read_text() or serve.poll() is not None, WAIT, "serve --tcp up")
+    assert serve.poll() is None, log.read_text()
+    return serve
 
+
+def _online(server_home: Path, name: str = "laptop") -> bool:
+    listed = _cli(server_home, "devices")
+    return any(line.split()[:2] == [name, "online"] for line in listed.stdout.splitlines())
+
+
+def _join(processes: list, tmp_path: Path, server_home: Path, laptop_home: Path) -> subprocess.Popen:
+    """`everchat device add laptop` on the chat's side, its printed command on the other."""
     added = _cli(server_home, "device", "add", "laptop")
     assert added.returncode == 0, added.stderr
     argv = shlex.split(added.stdout.splitlines()[0])
     assert argv[:3] == ["everchat", "device", "join"] and argv[4:] == ["--name", "laptop"]
     join = _start(processes, laptop_home, tmp_path / "join.log", *argv[1:])
-
-    def online() -> bool:
-        listed = _cli(server_home, "devices")
-        return any(line.split()[:2] == ["laptop", "online"] for line in listed.stdout.splitlines())
-
-    wait_until(lambda: join.poll() is not None or online(), WAIT, "laptop online")
+    wait_until(lambda: join.poll() is not None or _online(server_home), WAIT, "laptop online")
     assert join.poll() is None, (tmp_path / "join.log").read_text()
+    return join
+
+
+def test_r39_the_demo_runs_a_command_on_a_joined_computer_and_answers_with_its_output(tmp_path, processes):
+    server_home, laptop_home = tmp_path / "server", tmp_path / "laptop"
+    _serve(processes, server_home, tmp_path / "serve.log")
+    _join(processes, tmp_path, server_home, laptop_home)
 
     asked = _cli(server_home, "--demo", "ask", "run `uname -n && pwd` on laptop")
     assert asked.returncode == 0, asked.stderr
@@ -83,3 +92,21 @@ def test_r39_the_demo_runs_a_command_on_a_joined_computer_and_answers_with_its_o
     # the call and its result are in the chat's log like any tool step (R37)
     view = _cli(server_home, "view").stdout
     assert 'shell {"command": "uname -n && pwd", "device": "laptop"}' in view
+
+
+def test_r39_a_joined_computer_reconnects_by_itself_when_the_server_is_started_again(tmp_path, processes):
+    """`serve --tcp` listens again where it listened (config/ports.json), so the joined
+    computer dials the address it was given and is online again without a new link."""
+    server_home, laptop_home = tmp_path / "server", tmp_path / "laptop"
+    first = _serve(processes, server_home, tmp_path / "serve-1.log")
+    join = _join(processes, tmp_path, server_home, laptop_home)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=WAIT) == 0
+    assert not _online(server_home)
+
+    _serve(processes, server_home, tmp_path / "serve-2.log")
+    wait_until(lambda: join.poll() is not None or _online(server_home), WAIT, "laptop online again")
+    assert join.poll() is None, (tmp_path / "join.log").read_text()
+    asked = _cli(server_home, "--demo", "ask", "run `pwd` on laptop")
+    assert asked.returncode == 0, asked.stderr
+    assert str(laptop_home / "work" / "main") in asked.stdout
