@@ -48,6 +48,9 @@ from ._schema_turns import (UserInput, InputLogged, StopTurn, TurnStatus, TurnSt
                             TurnToolCall, TurnToolResult, TurnJoined, TurnEnded, Notice)
 from ._schema_system import (Register, Directory, StatsRequest, StatsReply, Ping, Pong, ErrorReply,
                              Ack, SupervisorStatus, SupervisorState)
+from ._schema_agents import (SpawnAgent, AgentAccepted, TellAgent, StopAgent, ListAgents, AgentList,
+                             AgentEvent, AppendTranscript, ReadTranscript, TranscriptPage,
+                             ReadTranscriptRecords, TranscriptRecords, ListTranscripts, TranscriptList)
 
 __all__ = [
     "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types",
@@ -63,4 +66,8 @@ __all__ = [
     "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
     "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
     "Notice", "ResponseStarted", "WaitBacklog", "RecordUsage", "SupervisorStatus", "SupervisorState",
+    # the agents' (R38)
+    "SpawnAgent", "AgentAccepted", "TellAgent", "StopAgent", "ListAgents", "AgentList", "AgentEvent",
+    "AppendTranscript", "ReadTranscript", "TranscriptPage", "ReadTranscriptRecords", "TranscriptRecords",
+    "ListTranscripts", "TranscriptList",
 ]
