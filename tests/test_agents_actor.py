@@ -1,0 +1,255 @@
+"""The agents actor over real ZeroMQ sockets (R38): a real node hosting the real log
+writer, planner and turn runner, the fake model server (tools/fakemodel) answering every
+call by rule, and a stand-in devices actor. A scripted turn spawns two agents; each
+report reaches the chat once, as a `work` message `[NAME] …`, in the order the runs
+ended; zoom("NAME") shows each one's steps; the next view holds the reports.
+
+The crash tests (R38: "once, even across a crash") kill a real child process right after
+an agent's report is in its outbox and before it is in the chat: once the process that
+hosts the agents actor (and everything else), once the log writer's process alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from everchat.actors.agents import AgentsActor, transcript_page
+from everchat.actors.hands import HandTools, hand_tools
+from everchat.actors.log_writer import LogWriter
+from everchat.actors.memory import Budget
+from everchat.actors.memory_tools import ToolOutcome
+from everchat.actors.planner import PlannerActor
+from everchat.actors.store import Transcripts
+from everchat.actors.turn_runner import TurnRunnerActor
+from everchat.tools.fakemodel import Gate, Reply, Text, ToolCall
+from everchat.transport import Actor, Node, schema
+
+from polling import wait_until
+from test_turns_wire import configure, fake, server  # noqa: F401 (fixtures)
+
+CHILD = Path(__file__).with_name("agents_kill_child.py")
+
+
+class StandInDevices(Actor):
+    """The devices actor's stand-in (the real one is another helper's): it runs nothing,
+    it echoes; and it counts the StopJobs it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped: list[str] = []
+
+    def on_run_job(self, msg, delivery):
+        return schema.JobResult(job=msg.job, text=f"ran nothing: {msg.tool} {msg.arguments}", is_error=False,
+                                uncertain=False)
+
+    def on_stop_jobs(self, msg, delivery):
+        self.stopped.append(msg.caller)
+        return schema.Ack()
+
+
+class Collector(Actor):
+    """Subscribes to topic "agent"."""
+
+    def __init__(self, events: list) -> None:
+        super().__init__()
+        self.events = events
+
+    def on_agent_event(self, msg, delivery):
+        self.events.append(msg)
+
+
+def first_user(request) -> str:
+    return next((text for role, text in request.messages if role == "user"), "")
+
+
+def ask(node, msg, target="log_writer"):
+    return node.ask(target, msg, timeout=30)
+
+
+def work_messages(node) -> list[str]:
+    count = ask(node, schema.CountMessages()).messages
+    texts = []
+    for i in range(count):
+        record = ask(node, schema.ReadMessage(i=i))
+        if record.kind == "work":
+            texts.append(record.text)
+    return texts
+
+
+def host_chat(node, chat: Path, settings) -> None:
+    """The log writer, the planner (no prefix gate), the stand-in devices and the agents."""
+    node.host("log_writer", LogWriter, chat)
+    node.host("planner", PlannerActor, Budget(), "log_writer", "off")
+    node.host("devices", StandInDevices)
+    node.host("agents", AgentsActor, settings)
+
+
+def test_r38_two_spawned_agents_report_once_each_in_the_order_they_finished(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    alpha_may_end = Gate()
+
+    def rule(request):
+        opening = first_user(request)
+        turns = sum(1 for role, _ in request.messages if role == "assistant")
+        if "the agent Alpha's task" in opening:
+            if turns == 0:
+                return Reply(Text("Checking the date."), ToolCall("date", {"id": 0}, id="a1"))
+            return Reply(Text("Alpha found 42."), gate=alpha_may_end)
+        if "the agent Beta's task" in opening:
+            return Reply(Text("Beta is done."))
+        if turns == 0:
+            return Reply(ToolCall("spawn", {"name": "Alpha", "task": "find the number"}, id="s1"),
+                         ToolCall("spawn", {"name": "Beta", "task": "say done"}, id="s2"))
+        return Reply(Text("Started Alpha and Beta; their reports will come."))
+
+    fake.rule(rule)
+    node = Node("agents-test").start()
+    events: list = []
+    try:
+        host_chat(node, tmp_path / "chat", settings)
+        hands = HandTools(lambda target, msg, timeout: node.ask(target, msg, timeout=timeout),
+                          lambda name, arguments: ToolOutcome("unused"))
+        spawn = [(spec, lambda arguments: hands.call("spawn", arguments, f"main-{arguments['name']}"))
+                 for spec in hand_tools() if spec.name == "spawn"]
+        # the integrator's wiring gives the turn runner HandTools; here spawn alone, keyed by name
+        node.host("turn_runner", TurnRunnerActor, settings, tuple(spawn))
+        node.host("collector", Collector, events)
+        node.subscribe("agent", "collector")
+        ask(node, schema.Append("user", "a note before", "note-0", [], None))
+        logged = node.ask("turn_runner", schema.UserInput(text="Start agents Alpha and Beta.", images=[], key="u1"),
+                          timeout=30)
+        wait_until(lambda: work_messages(node) == ["[Beta] Beta is done."], 60, "Beta's report")
+        alpha_may_end.open()
+        wait_until(lambda: len(work_messages(node)) == 2, 60, "Alpha's report")
+        assert work_messages(node) == ["[Beta] Beta is done.", "[Alpha] Alpha found 42."]
+        rows = {row["name"]: row for row in ask(node, schema.ListAgents(), "agents").agents}
+        assert {name: row["state"] for name, row in rows.items()} == {"Alpha": "done", "Beta": "done"}
+        assert rows["Alpha"]["task"] == "find the number"
+
+        read = lambda msg: ask(node, msg)  # noqa: E731
+        alpha = transcript_page(read, "Alpha")
+        lines = alpha.splitlines()
+        assert lines[0] == "0 user: find the number"
+        assert lines[1] == "1 state: working"
+        assert lines[2] == "2 everchat: Checking the date."
+        assert lines[3] == '3 tool: date {"id": 0}'
+        assert lines[4].startswith("4 echo: 20")  # the date of message 0
+        assert lines[5] == "5 everchat: Alpha found 42."
+        assert lines[6] == "6 work: [Alpha] Alpha found 42."
+        assert lines[7] == "7 reported: agent-Alpha-report-1"
+        assert "everchat: Beta is done." in transcript_page(read, "Beta")
+        count = ask(node, schema.CountMessages()).messages
+        view = node.ask("planner", schema.SettleView(until=count, timeout=20), timeout=60).text
+        assert "work: [Beta] Beta is done." in view and "work: [Alpha] Alpha found 42." in view
+        assert "Checking the date." not in view  # R38: an agent's steps stay in its transcript
+        assert logged.ids == [1]
+
+        # a restart finds nothing left to report: still once each
+        assert node.stop_actor("agents", timeout=10)
+        node.host("agents", AgentsActor, settings)
+        assert len(ask(node, schema.ListAgents(), "agents").agents) == 2
+        assert work_messages(node) == ["[Beta] Beta is done.", "[Alpha] Alpha found 42."]
+        assert any(e.name == "Alpha" and e.state == "done" for e in events)
+    finally:
+        node.stop()
+
+
+def test_r38_a_stopped_agent_reports_that_it_was_stopped_and_its_jobs_are_stopped(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    never = Gate()
+    fake.rule(lambda request: Reply(Text("never sent"), gate=never))
+    node = Node("agents-stop").start()
+    try:
+        host_chat(node, tmp_path / "chat", settings)
+        answer = ask(node, schema.SpawnAgent("Slow", "wait forever", "k1"), "agents")
+        assert (answer.name, answer.state) == ("Slow", "working")
+        again = ask(node, schema.SpawnAgent("Slow", "wait forever", "k1"), "agents")
+        assert again.state == "working" and "already" in again.detail  # the key: never a second agent
+        wait_until(lambda: "state: working" in transcript_page(lambda m: ask(node, m), "Slow"), 30, "the run")
+        ask(node, schema.StopAgent("Slow"), "agents")
+        wait_until(lambda: work_messages(node), 30, "the report")
+        assert work_messages(node) == ["[Slow] (stopped: stopped by the person) (no reply)"]
+        if hasattr(schema, "StopJobs"):
+            assert node._mailboxes["devices"].actor.stopped == ["Slow"]
+    finally:
+        never.open()
+        node.stop()
+
+
+def test_r38_the_ninth_agent_waits_in_the_queue(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    hold = Gate()
+    fake.rule(lambda request: Reply(Text("held"), gate=hold))
+    node = Node("agents-queue").start()
+    try:
+        host_chat(node, tmp_path / "chat", settings)
+        states = [ask(node, schema.SpawnAgent(f"Q{n}", "wait", f"k{n}"), "agents").state for n in range(9)]
+        assert states == ["working"] * 8 + ["queued"]
+        rows = ask(node, schema.ListAgents(), "agents").agents
+        assert rows[-1] == {"name": "Q8", "state": "queued", "task": "wait", "position": 1}
+        hold.open()
+        wait_until(lambda: len(work_messages(node)) == 9, 60, "nine reports")
+        assert sorted(work_messages(node)) == sorted(f"[Q{n}] held" for n in range(9))
+    finally:
+        hold.open()
+        node.stop()
+
+
+def run_child(mode: str, chat: Path, address: str = "") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(CHILD), mode, str(chat), address], stdout=subprocess.PIPE,
+                            stdin=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("mode", ["all", "log_writer"])
+def test_r38_a_kill_between_the_outbox_and_the_chat_still_reports_once(monkeypatch, tmp_path, fake, mode):
+    """`all`: the process hosting the agents actor (and the log writer) dies right after
+    the outbox record's fsync. `log_writer`: only the log writer's process dies there; the
+    agents actor, in this process, asks again until a new log writer answers."""
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    fake.rule(lambda request: Reply(Text("Solo says hi.")))
+    chat = tmp_path / "chat"
+    address = f"ipc://{tmp_path}/lw.sock"
+    child = run_child(mode, chat, address)
+    node = None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        if mode == "all":
+            child.stdin.write("spawn\n")
+            child.stdin.flush()
+        else:
+            node = Node("agents-near").start()
+            node.route("log_writer", address)
+            node.route("planner", address)
+            node.host("agents", AgentsActor, settings)
+            ask(node, schema.SpawnAgent("Solo", "say hi", "k1"), "agents")
+        assert child.wait(timeout=60) == 86  # the crash point: right after the outbox record
+        records = Transcripts(chat, writer=False).records("Solo")
+        assert [r.kind for r in records][-1] == "work"
+        if mode == "all":
+            node = Node("agents-after").start()
+            host_chat(node, chat, settings)
+        else:
+            child = run_child("restart", chat, address)
+            assert child.stdout.readline().strip() == "ready"
+        wait_until(lambda: Transcripts(chat, writer=False).records("Solo")[-1].kind == "reported", 60,
+                   "the report, noted")
+        if mode == "all":
+            texts = work_messages(node)
+        else:
+            texts = [r for r in node.ask("log_writer", schema.ReadMessage(i=0), timeout=30).text.splitlines()]
+            assert ask(node, schema.CountMessages()).messages == 1
+        assert texts == ["[Solo] Solo says hi."]
+        # and a restart of the agents actor finds it reported: still once
+        assert node.stop_actor("agents", timeout=10)
+        node.host("agents", AgentsActor, settings)
+        ask(node, schema.ListAgents(), "agents")
+        assert ask(node, schema.CountMessages()).messages == 1
+    finally:
+        if node is not None:
+            node.stop()
+        if child.poll() is None:
+            child.stdin.close()
+            child.wait(timeout=30)
