@@ -65,6 +65,7 @@ __all__ = [
     "history_messages",
     "report_key",
     "report_text",
+    "no_agent",
     "page_text",
     "transcript_page",
 ]
@@ -397,11 +398,16 @@ def transcript_page(ask, name: str, page: int = 1) -> str:
         got = ask(schema.ReadTranscript(agent=name, page=page))
     except RemoteError as error:
         if error.kind == "NoTranscript":
-            raise ZoomError(f"No agent named {name!r}.") from None
+            raise ZoomError(no_agent(name)) from None
         if error.kind == "BadInput":
             raise ZoomError(error.text) from None
         raise
     return page_text(name, got.text, got.page, got.pages)
+
+
+def no_agent(name: str) -> str:
+    """What zoom("Name") says for a name no agent of the chat has (R35)."""
+    return f"No agent named {name!r} in this chat."
 
 
 def page_text(name: str, text: str, page: int, pages: int) -> str:

@@ -80,6 +80,7 @@ _NEEDS = {  # whom an actor asks while it answers: losing any of them fails the 
     "log_writer": ("log_writer",),
     "planner": ("planner", "log_writer"),
     "turn_runner": ("turn_runner", "planner", "log_writer"),
+    "agents": ("agents", "log_writer"),
 }
 _LOST = (PeerLost, ActorStopped, AskTimeout)
 _LOST_KINDS = frozenset(cls.__name__ for cls in _LOST)  # the same, relayed by the actor asked
@@ -145,7 +146,7 @@ class ChatSession:
         self.node.host(self.listener, _Listener, self.events, self.counts)
         for topic in ("turn", "failed"):
             self.node.subscribe(topic, self.listener)
-        self.memory = MemoryTools(AskReader(_Retrying(self)))
+        self.memory = MemoryTools(AskReader(_Retrying(self)), agents=self._transcript)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -368,6 +369,23 @@ class ChatSession:
     def date(self, id: int) -> str:
         """R35: the local date and time message `id` was logged (`ZoomError` if none)."""
         return self.memory.date(id)
+
+    # -- agents (R38) ----------------------------------------------------------------------
+
+    def _transcript(self, name: str, page: int) -> str:
+        """R35's zoom("Name") through the log writer, with the model's tool's words."""
+        from everchat.actors.agents import transcript_page
+
+        return transcript_page(lambda msg: self._ask("log_writer", msg, timeout=_ASK_SECONDS), name, page)
+
+    def agents(self) -> list[dict]:
+        """The chat's agents: rows `{name, state, task, position}` (R38)."""
+        return self._ask("agents", schema.ListAgents(), timeout=_ASK_SECONDS).agents
+
+    def stop_agent(self, name: str) -> None:
+        """/stop NAME: end agent `name`'s call and its device jobs; its report says it was
+        stopped. An unknown name is a RemoteError naming it."""
+        self._ask("agents", schema.StopAgent(name=name), timeout=_ASK_SECONDS)
 
     def compact(self, timeout: float | None = None) -> None:
         """Wait until every pending summary is built (TimeoutError after `timeout`): the

@@ -41,6 +41,13 @@ from everchat.frontends.edge import hold_log_lines, say
 from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, help_lines, parse
 from everchat.transport import AskTimeout
 
+try:
+    from everchat.actors.call_texts import agent_request
+except ImportError:  # branch `jobs` adds it to call_texts (the demo model reads it back); the same words
+    def agent_request(name: str, task: str) -> str:
+        """The message `/agent NAME TASK` sends: the person asking for an agent (R38)."""
+        return f"Start an agent named {name} with this task: {task}"
+
 __all__ = ["Terminal", "run"]
 
 HISTORY_SHOWN = 6
@@ -413,7 +420,10 @@ class Terminal:
     async def _cmd_quit(self) -> None:
         self.app.exit(result=0)
 
-    def _cmd_stop(self) -> None:
+    def _cmd_stop(self, name: str | None = None) -> None:
+        if name is not None:  # /stop NAME: an agent (R38)
+            self.app.create_background_task(self._stop_agent(name))
+            return
         if not self.busy:
             self.transcript.info("nothing to stop")
             self._emit()
@@ -428,6 +438,27 @@ class Terminal:
                 self._emit()
 
         self.app.create_background_task(stop())
+
+    async def _stop_agent(self, name: str) -> None:
+        try:
+            await self._ask(self.session.stop_agent, name)
+            self.transcript.info(f"{name} is asked to stop; its report says so")
+        except Exception as error:
+            self.transcript.error(f"could not stop {name}: {_words(error)}")
+        self._emit()
+
+    async def _cmd_agent(self, name: str, task: str) -> None:
+        """R38: agents start only when the person asks; the model reads this request and
+        calls spawn (the words are `agent_request`'s, which the demo model reads back)."""
+        await self._send(agent_request(name, task))
+
+    async def _cmd_agents(self) -> None:
+        rows = await self._ask(self.session.agents)
+        if not rows:
+            self.transcript.info("no agents yet: /agent NAME TASK asks for one")
+        for row in rows:
+            place = f" ({row['position']} in line)" if row.get("position") else ""
+            self.transcript.info(f"{row['name']}: {row['state']}{place} — {row['task']}")
 
     async def _cmd_status(self) -> None:
         self.status = await self._ask(self.session.status)
