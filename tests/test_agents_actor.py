@@ -10,6 +10,7 @@ hosts the agents actor (and everything else), once the log writer's process alon
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -253,3 +254,47 @@ def test_r38_a_kill_between_the_outbox_and_the_chat_still_reports_once(monkeypat
         if child.poll() is None:
             child.stdin.close()
             child.wait(timeout=30)
+
+
+def test_r38_a_tell_joins_a_working_agent_and_continues_a_finished_one_from_its_transcript(
+        monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    first_call = Gate()
+
+    def rule(request):
+        last = request.last_user_text
+        if "now check z" in last:
+            return Reply(Text("z checked too."))
+        if "also check y" in last:
+            return Reply(Text("Alpha done, also y."))
+        return Reply(ToolCall("date", {"id": 0}, id="d1"), gate=first_call)
+
+    fake.rule(rule)
+    node = Node("agents-tell").start()
+    try:
+        host_chat(node, tmp_path / "chat", settings)
+        ask(node, schema.Append("user", "a note before", "note-0", [], None))
+        ask(node, schema.SpawnAgent("Alpha", "find the number", "k1"), "agents")
+        wait_until(lambda: "state: working" in transcript_page(lambda m: ask(node, m), "Alpha"), 30, "the run")
+        told = ask(node, schema.TellAgent("Alpha", "also check y", "t1"), "agents")
+        assert told.state == "working" and "between its tool calls" in told.detail
+        first_call.open()
+        wait_until(lambda: work_messages(node) == ["[Alpha] Alpha done, also y."], 60, "the first report")
+        again = ask(node, schema.TellAgent("Alpha", "now check z", "t2"), "agents")
+        assert again.state in ("queued", "working")
+        wait_until(lambda: len(work_messages(node)) == 2, 60, "the second report")
+        assert work_messages(node) == ["[Alpha] Alpha done, also y.", "[Alpha] z checked too."]
+        assert ask(node, schema.TellAgent("Alpha", "now check z", "t2"), "agents").state == "done"  # the key
+        calls = [c for c in fake.model_calls if c.headers.get("x-everchat-call") == "agent"]
+        body = calls[-1].body
+        roles = [m["role"] for m in body["messages"]]
+        assert roles[0] == "user" and roles[-1] == "user" and "assistant" in roles
+        flat = json.dumps(body["messages"])
+        assert "find the number" in flat and "Alpha done, also y." in flat and "now check z" in flat
+        assert body["messages"][-1]["content"][-1]["text"].endswith("now check z")
+        page = transcript_page(lambda m: ask(node, m), "Alpha")
+        assert "user: also check y" in page and "user: now check z" in page
+        assert "reported: agent-Alpha-report-2" in page
+    finally:
+        first_call.open()
+        node.stop()
