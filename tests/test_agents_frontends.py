@@ -84,3 +84,14 @@ def test_r38_r5_everchat_agents_and_zoom_name_read_the_transcripts_read_only(tmp
     missing = everchat("zoom", "Nobody", "--data-dir", str(folder))
     assert missing.returncode == 2 and "No agent named 'Nobody' in this chat." in missing.stderr
     assert snapshot(folder) == before
+
+
+def test_r38_ops_shows_the_agents_queue_under_its_row():
+    from everchat.frontends.ops import render_table
+
+    rows = [{"name": "agents", "host": "h", "pid": 1, "depth": 0, "handled": 3, "errors": 0, "dropped_bad": 0,
+             "dropped_late": 0, "dropped_full": 0, "refused": 0, "p50_ms": 0.1, "p99_ms": 0.2, "restarts": 0,
+             "last_type": "SpawnAgent", "working": 8, "queued": ["Q8", "Q9"]}]
+    lines = render_table(rows).splitlines()
+    assert lines[2].startswith("agents")
+    assert lines[3] == "  agents: 8 working; queued: Q8, Q9"
