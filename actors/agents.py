@@ -131,6 +131,7 @@ class Agent:
     joined: list[Input] = field(default_factory=list)
     closing: bool = False
     outbox: dict[int, tuple[str, str]] = field(default_factory=dict)
+    last_reply: str = ""  # restore: the last reply of its latest run (for a failed run's report)
 
 
 class AgentBook:
@@ -275,6 +276,9 @@ class AgentBook:
                 agent.runs = max(agent.runs, run)
                 agent.state = "working"
                 agent.pending = []
+                agent.last_reply = ""
+            elif kind == "everchat" and run == agent.runs:
+                agent.last_reply = record["text"]
             elif kind == "work":
                 if run > agent.runs:  # a queued agent stopped before it began
                     agent.runs, agent.pending = run, []
@@ -499,8 +503,9 @@ class AgentsActor(Actor):
             for run in sorted(agent.outbox):
                 self._reports.put((agent.name, run))
         for agent in cut_short:
-            text = report_text(agent.name, "failed", "", "Everchat stopped while it worked; its transcript has "
-                                                         "its steps, and a tell continues it from there")
+            text = report_text(agent.name, "failed", agent.last_reply,
+                               "Everchat stopped while it worked; its transcript has its steps, and a tell "
+                               "continues it from there")
             self._end_run(agent.name, agent.runs, "failed", text)
         self._launch_next()
 

@@ -1,7 +1,8 @@
 """The process the agents' crash test kills (tests/test_agents_actor.py).
 
-`python agents_kill_child.py MODE CHAT ADDRESS`, with the model settings in the
-environment (the test points them at its fake model server):
+`python agents_kill_child.py MODE CHAT ADDRESS [KIND]`, with the model settings in the
+environment (the test points them at its fake model server); KIND is the transcript
+record after whose first fsync the process ends (default `work`, the outbox):
 
 - `all`: hosts the log writer, the planner and the agents actor in one node, arms the
   crash point "right after the first `work` (outbox) record's fsync", prints `ready`, and
@@ -29,9 +30,10 @@ from everchat.transport import Node, schema
 
 def main() -> int:
     mode, chat, address = sys.argv[1], sys.argv[2], sys.argv[3]
+    crash = sys.argv[4] if len(sys.argv) > 4 else "work"
     node = Node(f"agents-child-{mode}", bind=address if mode != "all" else None).start()
     if mode in ("all", "log_writer"):
-        arm_transcript_crash("work", 1)
+        arm_transcript_crash(crash, 1)
     node.host("log_writer", LogWriter, chat)
     node.host("planner", PlannerActor, Budget(), "log_writer", "off")
     if mode == "all":

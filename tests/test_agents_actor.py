@@ -199,8 +199,8 @@ def test_r38_the_ninth_agent_waits_in_the_queue(monkeypatch, tmp_path, fake):
         node.stop()
 
 
-def run_child(mode: str, chat: Path, address: str = "") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(CHILD), mode, str(chat), address], stdout=subprocess.PIPE,
+def run_child(mode: str, chat: Path, address: str = "", crash: str = "work") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(CHILD), mode, str(chat), address, crash], stdout=subprocess.PIPE,
                             stdin=subprocess.PIPE, text=True)
 
 
@@ -298,3 +298,38 @@ def test_r38_a_tell_joins_a_working_agent_and_continues_a_finished_one_from_its_
     finally:
         first_call.open()
         node.stop()
+
+
+def test_r38_an_agent_working_when_its_process_died_is_reported_failed_once(monkeypatch, tmp_path, fake):
+    """The process dies right after a run's `everchat` reply is fsynced, before the run
+    ended: at the next start the agent is failed (never run again, R39) and one report
+    says so, with the reply it had."""
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    fake.rule(lambda request: Reply(Text("Half done."), ToolCall("date", {"id": 0}, id="d1")))
+    chat = tmp_path / "chat"
+    child = run_child("all", chat, crash="everchat")
+    node = None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("spawn\n")
+        child.stdin.flush()
+        assert child.wait(timeout=60) == 86
+        node = Node("agents-after-run").start()
+        host_chat(node, chat, settings)
+        wait_until(lambda: work_messages(node), 60, "the failed report")
+        (text,) = work_messages(node)
+        assert text.startswith("[Solo] (failed: Everchat stopped while it worked") and text.endswith("Half done.")
+        rows = ask(node, schema.ListAgents(), "agents").agents
+        assert rows == [{"name": "Solo", "state": "failed", "task": "say hi", "position": 0}]
+        wait_until(lambda: Transcripts(chat, writer=False).records("Solo")[-1].kind == "reported", 30, "noted")
+        assert node.stop_actor("agents", timeout=10)
+        node.host("agents", AgentsActor, settings)
+        ask(node, schema.ListAgents(), "agents")
+        assert len(work_messages(node)) == 1
+        assert [c for c in fake.model_calls if c.headers.get("x-everchat-call") == "agent"].__len__() == 1  # not rerun
+    finally:
+        if node is not None:
+            node.stop()
+        if child.poll() is None:
+            child.stdin.close()
+            child.wait(timeout=30)
