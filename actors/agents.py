@@ -476,17 +476,16 @@ class AgentsActor(Actor):
         twice), and its call's thinking is gone. Its report says so, once, and a `tell`
         continues it from its transcript when the person wants."""
         super().on_start()
-        from everchat.actors.turn_runner import AskReader, configured_settings
         from everchat.actors.usage import Tally
 
         if self.settings == "configured":
-            self.settings = configured_settings()
+            self.settings = _configured_settings()
         self.tools_on = getattr(self.settings, "tools", "on") != "off"
         # R34: exactly the turn runner's prompt (the integrator makes both call chat_prompt(settings)).
         self.prompt = Prompt.make(self.settings.instructions(), extra_tools=hand_tools(devices=self.tools_on))
         self.book = AgentBook(self.limit or getattr(self.settings, "agent_limit", None) or AGENT_LIMIT)
         self.usage = Tally()
-        self.memory = MemoryTools(AskReader(self.node, self.log_writer), agents=self.transcript_page)
+        self.memory = MemoryTools(_LogReader(self.node, self.log_writer), agents=self.transcript_page)
         try:
             self.connection = self.settings.reply.connect()
         except ModelError as error:  # a missing key is the first run's error, in its words
@@ -506,7 +505,7 @@ class AgentsActor(Actor):
             text = report_text(agent.name, "failed", agent.last_reply,
                                "Everchat stopped while it worked; its transcript has its steps, and a tell "
                                "continues it from there")
-            self._end_run(agent.name, agent.runs, "failed", text)
+            self._end_run(agent.name, agent.runs, "failed", text, retry=False)
         self._launch_next()
 
     def on_stop(self) -> None:
@@ -584,7 +583,7 @@ class AgentsActor(Actor):
                     agent.state = "working"  # for ended(): this run ends at once
         if queued:
             text = report_text(msg.name, "stopped", "", "stopped before it began")
-            self._end_run(msg.name, agent.runs, "stopped", text)
+            self._end_run(msg.name, agent.runs, "stopped", text, retry=False)
             self._launch_next()
         stop_jobs = getattr(schema, "StopJobs", None)
         if stop_jobs is None:
@@ -708,11 +707,19 @@ class AgentsActor(Actor):
                     del self._threads[name]
         self._launch_next()
 
-    def _end_run(self, name: str, run: int, state: str, text: str) -> None:
-        """R38's first step: the report into the outbox (fsynced), then to the reporter."""
+    def _end_run(self, name: str, run: int, state: str, text: str, retry: bool = True) -> None:
+        """R38's first step: the report into the outbox (fsynced), then to the reporter.
+        `retry`: ask again while the log writer is lost (a run's thread); `on_start` does
+        not, so a lost log writer fails the start, which the supervisor repeats."""
         key = report_key(name, run)
-        self._retry(f"logging {name}'s report", lambda: self._record(
-            name, "work", text, f"report-{run}", {"run": run, "state": state, "key": key}))
+
+        def outbox() -> list[int]:
+            return self._record(name, "work", text, f"report-{run}", {"run": run, "state": state, "key": key})
+
+        if retry:
+            self._retry(f"logging {name}'s report", outbox)
+        else:
+            outbox()
         with self._lock:
             self.book.ended(name, state, run, key, text)
         self._publish(name, state, text)
@@ -755,6 +762,47 @@ class AgentsActor(Actor):
 
 
 _EVENT_CHARS = 300
+_SETTINGS_ENV = "EVERCHAT_TURN_SETTINGS"  # the turn runner's SETTINGS_ENV: one set of settings per chat
+
+
+def _configured_settings():
+    """The settings in a process of our own: the session's (the turn runner's variable,
+    `turn_runner.settings_flags`), else the usual flag-less load. Not imported from the
+    turn runner so that it may import this module (zoom("Name")) without a circle."""
+    import os
+
+    from everchat.actors.config import load
+
+    given = os.environ.get(_SETTINGS_ENV)
+    if not given:
+        return load()
+    flags = json.loads(given)
+    home = flags.pop("home", None)
+    return load(flags, home=home)
+
+
+class _LogReader:
+    """`memory_tools.MemoryReader` over asks to the log writer (as the turn runner's
+    `AskReader`, which this module does not import: see `_configured_settings`)."""
+
+    def __init__(self, node, log_writer: str) -> None:
+        self._node = node
+        self.log_writer = log_writer
+
+    def _ask(self, msg: schema.Message) -> schema.Message:
+        return self._node.ask(self.log_writer, msg, timeout=_ASK_SECONDS)
+
+    def count(self) -> int:
+        return self._ask(schema.CountMessages()).messages
+
+    def message(self, i: int) -> schema.MessageRecord:
+        return self._ask(schema.ReadMessage(i=i))
+
+    def node(self, l: int, i: int) -> str | None:  # noqa: E741
+        return self._ask(schema.ReadNodes(nodes=[(l, i)])).texts[0]
+
+    def asset(self, digest: str) -> bytes:
+        return self._ask(schema.ReadAsset(digest=digest)).data
 
 
 class _AgentIO:
