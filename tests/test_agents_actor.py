@@ -26,7 +26,7 @@ from everchat.actors.planner import PlannerActor
 from everchat.actors.store import Transcripts
 from everchat.actors.turn_runner import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text, ToolCall
-from everchat.transport import Actor, Node, schema
+from everchat.transport import Actor, Node, RemoteError, schema
 
 from polling import wait_until
 from test_turns_wire import configure, fake, server  # noqa: F401 (fixtures)
@@ -169,6 +169,10 @@ def test_r38_a_stopped_agent_reports_that_it_was_stopped_and_its_jobs_are_stoppe
         assert (answer.name, answer.state) == ("Slow", "working")
         again = ask(node, schema.SpawnAgent("Slow", "wait forever", "k1"), "agents")
         assert again.state == "working" and "already" in again.detail  # the key: never a second agent
+        with pytest.raises(RemoteError, match="exists already"):
+            ask(node, schema.SpawnAgent("Slow", "another task", "k2"), "agents")  # names are permanent
+        with pytest.raises(RemoteError, match="starts with a letter"):
+            ask(node, schema.SpawnAgent("9lives", "x", "k3"), "agents")
         wait_until(lambda: "state: working" in transcript_page(lambda m: ask(node, m), "Slow"), 30, "the run")
         ask(node, schema.StopAgent("Slow"), "agents")
         wait_until(lambda: work_messages(node), 30, "the report")
@@ -191,9 +195,14 @@ def test_r38_the_ninth_agent_waits_in_the_queue(monkeypatch, tmp_path, fake):
         assert states == ["working"] * 8 + ["queued"]
         rows = ask(node, schema.ListAgents(), "agents").agents
         assert rows[-1] == {"name": "Q8", "state": "queued", "task": "wait", "position": 1}
+        assert ask(node, schema.SpawnAgent("Q9", "wait", "k9"), "agents").state == "queued"
+        ask(node, schema.StopAgent("Q8"), "agents")  # a queued agent leaves the queue and says so
+        wait_until(lambda: work_messages(node), 30, "Q8's report")
+        assert work_messages(node) == ["[Q8] (stopped: stopped before it began) (no reply)"]
+        assert ask(node, schema.ListAgents(), "agents").agents[-1]["position"] == 1  # Q9 moved up
         hold.open()
-        wait_until(lambda: len(work_messages(node)) == 9, 60, "nine reports")
-        assert sorted(work_messages(node)) == sorted(f"[Q{n}] held" for n in range(9))
+        wait_until(lambda: len(work_messages(node)) == 10, 60, "ten reports")
+        assert sorted(work_messages(node)[1:]) == sorted(f"[Q{n}] held" for n in (*range(8), 9))
     finally:
         hold.open()
         node.stop()
