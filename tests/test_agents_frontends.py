@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from terminal_world import ScriptedSession, running
+from test_turns_wire import fake, server  # noqa: F401 (fixtures)
 
 from everchat.actors.chat import Chat
 from everchat.actors.store import Transcripts
@@ -95,3 +96,21 @@ def test_r38_ops_shows_the_agents_queue_under_its_row():
     lines = render_table(rows).splitlines()
     assert lines[2].startswith("agents")
     assert lines[3] == "  agents: 8 working; queued: Q8, Q9"
+
+
+def test_r35_a_sessions_zoom_name_reads_the_transcript_through_the_log_writer(monkeypatch, tmp_path, fake):
+    import pytest
+
+    from everchat.actors.session import ChatSession, ZoomError
+    from everchat.transport import schema
+    from test_turns_wire import configure
+
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    with ChatSession.open(settings) as session:
+        session._ask("log_writer", schema.AppendTranscript("Scout", "user", "find the bug", "spawn:k",
+                                                          {"task": True, "run": 1}), timeout=10)
+        assert session.zoom("Scout") == "0 user: find the bug"
+        with pytest.raises(ZoomError, match="No agent named 'Nobody' in this chat."):
+            session.zoom("Nobody")
+        with pytest.raises(ZoomError, match="has 1 page, not page 2"):
+            session.zoom("Scout", 1, 2)
