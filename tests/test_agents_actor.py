@@ -342,3 +342,35 @@ def test_r38_an_agent_working_when_its_process_died_is_reported_failed_once(monk
         if child.poll() is None:
             child.stdin.close()
             child.wait(timeout=30)
+
+
+def test_r38_everchat_agents_and_ops_ask_the_running_agents_actor(monkeypatch, tmp_path, fake):
+    """A chat served here (its run file names this node as the supervisor's): `everchat
+    agents` lists the live queue, and `everchat ops` shows it under the agents' row."""
+    import json as json_
+    import os
+    import socket
+
+    from everchat.actors.catalog import NodeAgent
+    from everchat.frontends.commands_agents import live_agents
+    from everchat.frontends.ops import fetch_rows
+
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    hold = Gate()
+    fake.rule(lambda request: Reply(Text("held"), gate=hold))
+    chat = tmp_path / "chat"
+    (chat / "run").mkdir(parents=True)
+    node = Node("served", bind=f"ipc://{chat}/run/served.sock").start()
+    try:
+        host_chat(node, chat, settings)
+        node.host("supervisor", NodeAgent)  # answers StatsRequest with this node's rows
+        (chat / "run" / "supervisor.json").write_text(json_.dumps({
+            "version": 1, "pid": os.getpid(), "host": socket.gethostname(), "endpoint": node.endpoint,
+            "placement": "single", "transport": "ipc", "attachable": True}))
+        ask(node, schema.SpawnAgent("Scout", "look", "k"), "agents")
+        assert live_agents(chat) == [{"name": "Scout", "state": "working", "task": "look", "position": 0}]
+        (row,) = [row for row in fetch_rows(chat) if row.get("name") == "agents"]
+        assert (row["working"], row["queued"]) == (1, [])
+    finally:
+        hold.open()
+        node.stop()
