@@ -2,7 +2,8 @@
 
 `python agents_kill_child.py MODE CHAT ADDRESS [KIND]`, with the model settings in the
 environment (the test points them at its fake model server); KIND is the transcript
-record after whose first fsync the process ends (default `work`, the outbox):
+record after whose first fsync the process ends (default `work`, the outbox; `message`:
+the first message appended to main/, the report, before its `reported` record):
 
 - `all`: hosts the log writer, the planner and the agents actor in one node, arms the
   crash point "right after the first `work` (outbox) record's fsync", prints `ready`, and
@@ -32,7 +33,11 @@ def main() -> int:
     mode, chat, address = sys.argv[1], sys.argv[2], sys.argv[3]
     crash = sys.argv[4] if len(sys.argv) > 4 else "work"
     node = Node(f"agents-child-{mode}", bind=address if mode != "all" else None).start()
-    if mode in ("all", "log_writer"):
+    if mode in ("all", "log_writer") and crash == "message":  # right after the report's append to main/
+        from everchat.actors.store import _crash
+
+        _crash.arm("message", 1)
+    elif mode in ("all", "log_writer"):
         arm_transcript_crash(crash, 1)
     node.host("log_writer", LogWriter, chat)
     node.host("planner", PlannerActor, Budget(), "log_writer", "off")

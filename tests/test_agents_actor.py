@@ -213,16 +213,19 @@ def run_child(mode: str, chat: Path, address: str = "", crash: str = "work") -> 
                             stdin=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("mode", ["all", "log_writer"])
-def test_r38_a_kill_between_the_outbox_and_the_chat_still_reports_once(monkeypatch, tmp_path, fake, mode):
-    """`all`: the process hosting the agents actor (and the log writer) dies right after
-    the outbox record's fsync. `log_writer`: only the log writer's process dies there; the
-    agents actor, in this process, asks again until a new log writer answers."""
+@pytest.mark.parametrize("mode, crash", [("all", "work"), ("log_writer", "work"), ("all", "message"),
+                                         ("log_writer", "message")])
+def test_r38_a_kill_between_the_outbox_and_the_chat_still_reports_once(monkeypatch, tmp_path, fake, mode, crash):
+    """`all`: the process hosting the agents actor (and the log writer) dies; `log_writer`:
+    only the log writer's process dies, and the agents actor, in this process, asks again
+    until a new log writer answers. `work`: right after the outbox record's fsync, before
+    the chat has the report; `message`: right after the chat has it, before `reported`
+    (the resend must be recognised by its key)."""
     settings = configure(monkeypatch, tmp_path, fake, "anthropic")
     fake.rule(lambda request: Reply(Text("Solo says hi.")))
     chat = tmp_path / "chat"
     address = f"ipc://{tmp_path}/lw.sock"
-    child = run_child(mode, chat, address)
+    child = run_child(mode, chat, address, crash)
     node = None
     try:
         assert child.stdout.readline().strip() == "ready"
@@ -235,9 +238,11 @@ def test_r38_a_kill_between_the_outbox_and_the_chat_still_reports_once(monkeypat
             node.route("planner", address)
             node.host("agents", AgentsActor, settings)
             ask(node, schema.SpawnAgent("Solo", "say hi", "k1"), "agents")
-        assert child.wait(timeout=60) == 86  # the crash point: right after the outbox record
+        assert child.wait(timeout=60) == 86  # the crash point
         records = Transcripts(chat, writer=False).records("Solo")
         assert [r.kind for r in records][-1] == "work"
+        main = list((chat / "main").glob("*.jsonl"))
+        assert (b"[Solo]" in b"".join(p.read_bytes() for p in main)) == (crash == "message")
         if mode == "all":
             node = Node("agents-after").start()
             host_chat(node, chat, settings)
