@@ -16,7 +16,8 @@ the turn runner's events (topic "turn") and to failed compactions (topic "failed
 into `Notice`s, R30); `next_event` hands them out in order. Everything else is an ask to
 an actor: `send` and `stop` to the turn runner, `note` to the log writer, `status` and
 `view` to the planner, `zoom` and `date` read through the log writer (`turns.MemoryTools`,
-the same code the model's tools run).
+the same code the model's tools run; `zoom("Name")` reads an agent's transcript there,
+R38), `agents` and `stop_agent` to the agents actor.
 
 P4: the supervisor restarts an actor process that dies (kill -9, a crash), so every ask
 the session makes goes through one retry policy (`_ask`): when the answer is that the
