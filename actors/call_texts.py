@@ -19,8 +19,10 @@ __all__ = [
     "TASK_HEAD",
     "TURN_OPENING",
     "TaskInfo",
+    "agent_request",
     "leaf_task",
     "merge_task",
+    "read_agent_request",
     "read_task",
     "split_turn",
     "turn_text",
@@ -106,3 +108,25 @@ def split_turn(text: str) -> tuple[str, str] | None:
         return None
     header, _, message = text.partition("\n\n")
     return header, message
+
+
+# --- asking for an agent (R38) ------------------------------------------------------
+
+
+_AGENT_REQUEST = re.compile(r"Start an agent named ([A-Za-z][A-Za-z0-9_-]*) with this task: (.+)", re.S)
+"""R38: a name starts with a letter (`actors/hands.py` checks the rest: its length)."""
+
+
+def agent_request(name: str, task: str) -> str:
+    """The message the terminal's `/agent NAME TASK` sends: the person asking for an agent
+    (R38: agents start only when the user asks)."""
+    return f"Start an agent named {name} with this task: {task}"
+
+
+def read_agent_request(text: str) -> tuple[str, str] | None:
+    """(name, task) of an `agent_request`, or None when `text` is not one. The demo model
+    reads the person's message with this."""
+    match = _AGENT_REQUEST.fullmatch(text.strip())
+    if match is None or not match.group(2).strip():
+        return None
+    return match.group(1), match.group(2).strip()

@@ -46,11 +46,11 @@ def configured_summarizer(on_usage: Callable | None = None, settings=None, extra
     too), else the flag-less load. `extra_tools`: the `ToolSpec`s the turn runner offers
     after the memory tools, so compactions send the very tools turns send (R26, R45)."""
     from everchat.actors.compaction import Summarizer as ModelSummarizer
-    from everchat.actors.prompt import Prompt
+    from everchat.actors.prompt import chat_prompt
     from everchat.actors.turn_runner import configured_settings
 
     settings = settings if settings is not None else configured_settings()
-    prompt = Prompt.make(settings.instructions(), extra_tools=tuple(extra_tools))
+    prompt = chat_prompt(settings, extra_tools)
     model = settings.compaction
     connection = model.connect()
     if on_usage is not None:

@@ -9,6 +9,8 @@ the file is an error, and no repr, log line or error shows one.
     settle_timeout = 20          # R36, seconds
     tool_rounds = 50             # tool rounds per turn
     compaction_jobs = 8          # R31, 1 to 8
+    agent_jobs = 8               # R38, agents working at once, 1 to 8
+    tools = "on"                 # "off": no device tools (shell, read, write, edit), R34
     instructions = "instructions.md"   # the person's own instructions (R34), beside the file
 
     [reply]
@@ -65,7 +67,7 @@ DEFAULT_MODELS = {
 }
 
 _MODEL_KEYS = ("provider", "model", "base_url", "effort", "dummy_key")
-_TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions")
+_TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions", "agent_jobs", "tools")
 KEYS = tuple(f"{role}.{key}" for role in ("reply", "compaction") for key in _MODEL_KEYS) + _TOP_KEYS
 
 ENV = {key: "EVERCHAT_" + key.replace(".", "_").upper() for key in KEYS}
@@ -130,6 +132,15 @@ class Settings:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     data_dir: Path | None = None
     """The chat folder (`--data-dir`, else `chat/` in the home); see `chat_dir`."""
+    agent_jobs: int = 8
+    """R38: agents working at once (1 … 8); the others queue."""
+    tools: str = "on"
+    """"on" or "off": with "off" a run offers no device tools and no computers paragraph (R34)."""
+
+    @property
+    def devices(self) -> bool:
+        """Whether this run offers the device tools (R39; fixed for the run, R34)."""
+        return self.tools == "on"
 
     @property
     def chat_dir(self) -> Path:
@@ -139,7 +150,8 @@ class Settings:
     def __repr__(self) -> str:
         return (f"Settings(reply={self.reply!r}, compaction={self.compaction!r}, "
                 f"settle_timeout={self.settle_timeout:g}, tool_rounds={self.tool_rounds}, "
-                f"compaction_jobs={self.compaction_jobs}, instructions_file={self.instructions_file})")
+                f"compaction_jobs={self.compaction_jobs}, agent_jobs={self.agent_jobs}, tools={self.tools}, "
+                f"instructions_file={self.instructions_file})")
 
     def instructions(self) -> str:
         """The person's own instructions (R34), read once per chat life; "" without a file."""
@@ -157,7 +169,7 @@ class Settings:
     def describe(self) -> dict[str, Any]:
         return {"reply": self.reply.describe(), "compaction": self.compaction.describe(),
                 "settle_timeout": self.settle_timeout, "tool_rounds": self.tool_rounds,
-                "compaction_jobs": self.compaction_jobs,
+                "compaction_jobs": self.compaction_jobs, "agent_jobs": self.agent_jobs, "tools": self.tools,
                 "instructions": str(self.instructions_file) if self.instructions_file else None,
                 "config_file": str(self.config_file) if self.config_file else None}
 
@@ -381,6 +393,10 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
     settle = _number("settle_timeout", values.get("settle_timeout", 20.0), where("settle_timeout"), float, 0.001)
     rounds = _number("tool_rounds", values.get("tool_rounds", 50), where("tool_rounds"), int, 1)
     jobs = _number("compaction_jobs", values.get("compaction_jobs", 8), where("compaction_jobs"), int, 1, 8)
+    agent_jobs = _number("agent_jobs", values.get("agent_jobs", 8), where("agent_jobs"), int, 1, 8)
+    tools = values.get("tools", "on")
+    if tools not in ("on", "off"):
+        raise ConfigError(f"tools ({where('tools')}) is on or off, not {tools!r}")
     instructions = values.get("instructions")
     if instructions is None:
         instructions_file: Path | None = home_path / "instructions.md"
@@ -391,7 +407,7 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
     data_dir = Path(str(given["data_dir"])).expanduser() if given.get("data_dir") else None
     return Settings(reply, compaction, settle, rounds, jobs, instructions_file, home_path,
                     config_path if config_path.exists() else None,
-                    {key: sources.get(key, "default") for key in KEYS}, data_dir)
+                    {key: sources.get(key, "default") for key in KEYS}, data_dir, agent_jobs=agent_jobs, tools=tools)
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
@@ -416,4 +432,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) ->
                        help="tool rounds per turn (default 50)")
     group.add_argument("--compaction-jobs", dest="compaction_jobs", type=int, default=unset,
                        help="compactions at once, 1 to 8 (R31, default 8)")
+    group.add_argument("--agent-jobs", dest="agent_jobs", type=int, default=unset,
+                       help="agents working at once, 1 to 8 (R38, default 8); the others queue")
+    group.add_argument("--tools", default=unset, choices=("on", "off"),
+                       help="off: no device tools (shell, read, write, edit) for this run (R34, default on)")
     group.add_argument("--instructions", default=unset, help="a file with your own instructions (R34)")

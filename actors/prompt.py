@@ -22,6 +22,7 @@ __all__ = [
     "DATE_TOOL",
     "Prompt",
     "SYSTEM_PROMPT",
+    "chat_prompt",
     "TURN_OPENING",
     "ZOOM_TOOL",
     "memory_tools",
@@ -75,6 +76,8 @@ will matter later: a path, a number, a decision, the reason something failed.
 - New messages from the person and reports from agents may arrive between your tool \
 calls; take them in as they come.
 - Never wait or poll for background work: it reports by itself when done.
+- An agent's call is a turn whose header names the agent: do its task with your tools \
+(agents start no agents), and end with the report; it enters the chat once, as `work: [Name] …`.
 
 # In a compaction
 - You are writing the memory, one step of the tree. Your line stands in for its messages \
@@ -165,6 +168,18 @@ class Prompt:
     @classmethod
     def make(cls, instructions: str = "", extra_tools: Sequence[ToolSpec] = (), devices: bool = False) -> Prompt:
         return cls(system_prompt(instructions, devices=devices), memory_tools() + tuple(extra_tools))
+
+
+def chat_prompt(settings, extra_tools: Sequence[ToolSpec] = ()) -> Prompt:
+    """The one `Prompt` of a run (R26, R34, R45): the turn runner, every agent and every
+    compactor build it here from the same settings, so all their calls send the same tools
+    and system prompt and share one cache entry. The hand tools follow the memory tools
+    (docs/HANDS.md §2); with `tools = "off"` the device tools and the computers paragraph
+    are left out for the whole run. `extra_tools`: the single placement's Python tools."""
+    from everchat.actors.hands import hand_tools
+
+    devices = settings.devices
+    return Prompt.make(settings.instructions(), extra_tools=hand_tools(devices) + tuple(extra_tools), devices=devices)
 
 
 def turn_header(now: datetime, computers: Sequence[str] | None = None) -> str:

@@ -25,13 +25,15 @@ import json
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from everchat.actors.models import ImageBlock, ModelError, Request
-from everchat.actors.prompt import Prompt
+from everchat.actors.hands import MAIN, HandTools
+from everchat.actors.prompt import chat_prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns import Input, TurnRunner
 from everchat.actors.usage import metered, report
@@ -46,6 +48,7 @@ SETTINGS_ENV = "EVERCHAT_TURN_SETTINGS"
 keys: those come from the environment) from this variable."""
 
 _ASK_SECONDS = 30.0
+_LIST_SECONDS = 5.0
 _POLL_SECONDS = 0.05
 
 
@@ -62,6 +65,8 @@ def settings_flags(settings) -> dict:
     flags["settle_timeout"] = settings.settle_timeout
     flags["tool_rounds"] = settings.tool_rounds
     flags["compaction_jobs"] = settings.compaction_jobs
+    flags["agent_jobs"] = settings.agent_jobs
+    flags["tools"] = settings.tools
     if settings.instructions_file is not None and settings.sources.get("instructions", "default") != "default":
         flags["instructions"] = str(settings.instructions_file)
     flags["home"] = str(settings.home)
@@ -161,11 +166,14 @@ class TurnRunnerActor(Actor):
         if self.settings == "configured":
             self.settings = configured_settings()
         specs = tuple(spec for spec, _ in self.extra_tools)
-        self.prompt = Prompt.make(self.settings.instructions(), extra_tools=specs)
+        self.prompt = chat_prompt(self.settings, specs)
         reply = self.settings.reply
         self.core = TurnRunner(self.prompt, reply.model, effort=reply.effort, tool_rounds=self.settings.tool_rounds)
         self.memory = MemoryTools(AskReader(self.node, self.log_writer))
-        self._handlers = {spec.name: handler for spec, handler in self.extra_tools}
+        if self.settings.devices:
+            self.core.computers = self._computers
+        self.hands = HandTools(self.node.ask, self.memory.call, MAIN, devices=self.settings.devices,
+                               extra={spec.name: handler for spec, handler in self.extra_tools})
         try:
             # Made now, not at the first turn: importing an SDK and building its client
             # took seconds in a fresh process on a busy machine (bench_turn's first turn).
@@ -260,6 +268,19 @@ class TurnRunnerActor(Actor):
         msg = schema.Append(kind=kind, text=text, key=key, images=list(images), meta=meta)
         return self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS).ids
 
+    def _computers(self) -> list[str]:
+        """R36: the turn header's computers joined now, from the devices' hub: this
+        computer first (the default device), then every device online. A hub that does not
+        answer leaves this computer alone listed, and the log says why."""
+        try:
+            rows = self.node.ask("devices", schema.ListDevices(), timeout=_LIST_SECONDS).devices
+        except TransportError as error:
+            log.warning("%s: no device list for the turn header: %s", self, error)
+            return [f"{socket.gethostname()} (this computer, the default)"]
+        names = [f"{row['name']} (this computer, the default)" for row in rows if row.get("local")]
+        names += [row["name"] for row in rows if not row.get("local") and row.get("online")]
+        return names
+
     def _connection(self):
         if self.connection is None:
             self.connection = self.settings.reply.connect()
@@ -317,14 +338,11 @@ class _ShellIO:
             log.warning("%s: usage not recorded: %s", self.actor, error)
 
     def tool(self, name: str, arguments: dict, key: str = "") -> ToolOutcome:
-        handler = self.actor._handlers.get(name)
-        if handler is None:
-            return self.actor.memory.call(name, arguments)
+        """Memory tools here; agents and devices by asking their actors (actors/hands.py)."""
         try:
-            result = handler(arguments)
+            return self.actor.hands.call(name, arguments, key)
         except Exception as error:  # a tool's failure is the model's to read, not a crash
             return ToolOutcome(f"{name} failed: {type(error).__name__}: {error}", is_error=True)
-        return result if isinstance(result, ToolOutcome) else ToolOutcome(str(result))
 
     def image(self, digest: str) -> ImageBlock:
         data = self.node.ask(self.actor.log_writer, schema.ReadAsset(digest=digest), timeout=_ASK_SECONDS).data
@@ -376,7 +394,7 @@ class _ShellIO:
         if self.turn < 0:
             return
         try:
-            self.publish(schema.TurnEnded(turn=self.turn, reason="error", incomplete=False, detail=detail))
+            self.publish("TurnEnded", turn=self.turn, reason="error", incomplete=False, detail=detail)
         except TransportError:
             log.error("%s: could not publish the end of turn %d", actor, self.turn)
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -181,7 +181,8 @@ class TurnRunner:
     memory tools and any extra ones (name -> callable(arguments) -> ToolOutcome)."""
 
     def __init__(self, prompt: Prompt, model: str, *, effort: str | None = None, max_tokens: int = 8192,
-                 tool_rounds: int = 50, timeout: float = 600.0, computers: Sequence[str] | None = None) -> None:
+                 tool_rounds: int = 50, timeout: float = 600.0,
+                 computers: Sequence[str] | Callable[[], Sequence[str]] | None = None) -> None:
         if tool_rounds < 1:
             raise ValueError("tool_rounds is at least 1")
         self.prompt = prompt
@@ -231,7 +232,9 @@ class TurnRunner:
         early = [(later, [io.image(d) for d in later.images]) for later in io.joined(final=False)]
         for later, _ in early:
             io.publish("TurnJoined", turn=turn, message=later.ids[0])
-        header = turn_header(io.now(), self.computers)
+        # R36: the computers joined now, asked afresh for each turn (the devices' hub)
+        computers = self.computers() if callable(self.computers) else self.computers
+        header = turn_header(io.now(), computers)
         first = self.first_message(settled.text, header, message, [io.image(d) for d in message.images], early)
         messages = [first]
         rounds = 0

@@ -168,3 +168,24 @@ def test_p9_a_turn_whose_planner_is_lost_while_it_settles_ends_no_turn_and_logs_
     (failed,) = [r for r in caplog.records if r.name == "everchat.turn_runner" and "failed" in r.getMessage()]
     assert failed.levelno == logging.ERROR and failed.exc_info is None
     assert "the turn for 'What did the note say?' failed: ActorStopped: " in failed.getMessage()
+
+
+def test_p9_a_turn_that_fails_after_its_message_is_logged_publishes_its_end_with_the_cause():
+    """A turn broken outside the model call once its message is logged (the log writer
+    lost mid-turn) ends with "error" for the front ends: `failed` publishes TurnEnded by
+    name, as every other event (it once passed a built message and raised TypeError, so
+    no end reached anyone and the front end waited for good)."""
+    import types
+
+    from everchat.actors.turn_runner import _Pending, _ShellIO
+
+    published = []
+    node = types.SimpleNamespace(publish=lambda topic, msg: published.append((topic, msg)))
+    actor = types.SimpleNamespace(node=node, _lock=threading.Lock(), _unlogged=[], _joined=[], _inputs={},
+                                  _active=True, _turn=7)
+    io = _ShellIO(actor, _Pending(schema.UserInput(text="hi", key="k", images=[]), None, joined=False))
+    io.turn, io.answered = 7, True
+    io.failed(TransportError("log_writer is gone"))
+    assert published == [("turn", schema.TurnEnded(turn=7, reason="error", incomplete=False,
+                                                   detail="TransportError: log_writer is gone"))]
+    assert actor._active is False and actor._turn == -1

@@ -4,12 +4,14 @@ that answers from the view and zooms (R35) for the details."""
 from __future__ import annotations
 
 import random
+import threading
 from datetime import datetime, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from everchat.actors.call_texts import agent_request, read_agent_request
 from everchat.actors.chat import Chat, ZoomError
 from everchat.actors.compaction import CompactionJob, Summarizer
 from everchat.actors.memory import Budget, node_of
@@ -21,9 +23,11 @@ from everchat.actors.models import (
     TextDelta,
     ToolCall,
     ToolResultBlock,
+    ToolSpec,
     connect,
     extractive_summary,
 )
+from everchat.actors.device_jobs import job_from_call, run_job, work_folder
 from everchat.actors.models._summarize import key_tokens
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
 
@@ -208,3 +212,137 @@ def test_a_question_about_nothing_in_memory_says_so(chat):
     chat.add("user", "The sky is blue today.")
     text, zooms, _ = turn(chat, "What is the capital of Mongolia?")
     assert zooms == [] and "found nothing" in text
+
+
+# --- the hands (issue 11): shell and spawn, only when offered --------------------------------
+
+
+def _spec(name: str, *fields: str) -> ToolSpec:
+    return ToolSpec(name, f"the {name} tool", {"type": "object", "properties": {f: {"type": "string"} for f in fields},
+                                                "required": list(fields)})
+
+
+HANDS = Prompt.make(extra_tools=(_spec("spawn", "name", "task"), _spec("tell", "name", "text"),
+                                 _spec("shell", "command"), _spec("read", "path"), _spec("write", "path", "content"),
+                                 _spec("edit", "path", "old", "new")), devices=True)
+
+
+def hands_request(*messages: Message, prompt: Prompt = HANDS) -> Request:
+    return Request(model="demo", system=prompt.system, tools=prompt.tools, messages=messages)
+
+
+def first_message(text: str, chat_lines: tuple[str, ...] = ("0+1|user: hi",)) -> Message:
+    return Message("user", (*view_blocks(list(chat_lines)), TextBlock(turn_text(turn_header(NOW), text), cache=True)))
+
+
+def tool_loop(first: Message, answer, prompt: Prompt = HANDS) -> tuple[str, list[ToolCall]]:
+    """The turn runner's loop (R37): each call answered by `answer(call) -> (text, is_error)`."""
+    messages, calls = [first], []
+    for _ in range(5):
+        reply = DEMO.complete(hands_request(*messages, prompt=prompt))
+        if not reply.tool_calls:
+            return reply.text, calls
+        calls.extend(reply.tool_calls)
+        messages.append(reply.message())
+        messages.append(Message.user(*(ToolResultBlock.of_text(call.id, *answer(call)) for call in reply.tool_calls)))
+    raise AssertionError("the demo never stopped calling tools")
+
+
+def test_r39_a_command_in_backticks_on_a_device_becomes_a_shell_call_with_that_device():
+    reply = DEMO.complete(hands_request(first_message("run `uname -a` on laptop")))
+    (call,) = reply.tool_calls
+    assert (call.name, dict(call.input)) == ("shell", {"command": "uname -a", "device": "laptop"})
+
+
+@pytest.mark.parametrize("message", ["please run `ls -la /tmp`", "run `ls -la /tmp` on this computer."])
+def test_r39_a_command_without_a_device_runs_on_this_computer(message):
+    (call,) = DEMO.complete(hands_request(first_message(message))).tool_calls
+    assert dict(call.input) == {"command": "ls -la /tmp"}
+
+
+def test_r39_the_demo_answers_from_a_real_shell_jobs_result(tmp_path):
+    """The whole path a demo turn takes: the call, a real job on this computer (a real
+    process group, R39), and a reply that quotes what it printed."""
+    work = work_folder(tmp_path / "home", "main")
+
+    def answer(call: ToolCall) -> tuple[str, bool]:
+        job = job_from_call(call.id, call.name, dict(call.input), "main")
+        outcome = run_job(job, work, lambda text: None, threading.Event())
+        return outcome.text, outcome.is_error
+
+    text, calls = tool_loop(first_message("run `echo hello from $(basename $PWD)` please"), answer)
+    assert [call.name for call in calls] == ["shell"]
+    assert text == "`echo hello from $(basename $PWD)` on this computer printed:\nhello from main\n[exit 0]"
+
+
+def test_a_failed_command_is_reported_as_failed_with_its_output():
+    text, _ = tool_loop(first_message("run `false` on laptop"), lambda call: ("[exit 1]", True))
+    assert text == "`false` on laptop failed:\n[exit 1]"
+
+
+def test_a_long_output_is_quoted_by_its_start_and_end_only():
+    output = "".join(f"row {k}\n" for k in range(5000))
+    text, _ = tool_loop(first_message("run `seq 5000`"), lambda call: (output, False))
+    assert text.startswith("`seq 5000` on this computer printed:\nrow 0\nrow 1\n") and text.endswith("row 4999")
+    assert "characters not quoted here" in text and len(text) < 3200
+
+
+def test_r38_an_agent_request_becomes_a_spawn_call_and_a_one_line_reply():
+    message = agent_request("Scout", "find the biggest file in /var/log and say its size")
+    text, calls = tool_loop(first_message(message), lambda call: ("Scout is working", False))
+    assert [(call.name, dict(call.input)) for call in calls] == \
+        [("spawn", {"name": "Scout", "task": "find the biggest file in /var/log and say its size"})]
+    assert text == "I started the agent Scout; it will report here when it is done." and "\n" not in text
+
+
+def test_r38_a_refused_spawn_is_reported():
+    text, _ = tool_loop(first_message(agent_request("Scout", "look")), lambda call: ("agents cannot start agents", True))
+    assert text == "I could not start the agent Scout: agents cannot start agents"
+
+
+def test_r38_an_agent_request_with_a_backticked_command_spawns_rather_than_runs():
+    (call,) = DEMO.complete(hands_request(first_message(agent_request("Ops", "run `df -h` and report")))).tool_calls
+    assert (call.name, dict(call.input)) == ("spawn", {"name": "Ops", "task": "run `df -h` and report"})
+
+
+def test_r38_an_agents_task_with_a_backticked_command_runs_it():
+    """An agent's call is a fresh call: the view, then its task (R38). Its last text is the
+    task, whatever header it carries, and the backtick rule applies to it."""
+    task = Message("user", (*view_blocks(["0+1|user: hi"]), TextBlock("[Agent Ops] Your task: run `df -h` on nas")))
+    text, calls = tool_loop(task, lambda call: ("Filesystem Size\n/dev/sda1 1T\n[exit 0]", False))
+    assert [(call.name, dict(call.input)) for call in calls] == [("shell", {"command": "df -h", "device": "nas"})]
+    assert text == "`df -h` on nas printed:\nFilesystem Size\n/dev/sda1 1T\n[exit 0]"
+
+
+def test_the_agent_request_text_reads_back():
+    assert read_agent_request(agent_request("Scout", "find\nthings")) == ("Scout", "find\nthings")
+    assert read_agent_request("Start an agent named 9x with this task: go") is None  # R38: names start with a letter
+    assert read_agent_request("hello") is None
+
+
+def test_without_the_hands_offered_backticks_and_agent_requests_stay_statements():
+    for message in ("run `uname -a` on laptop", agent_request("Scout", "look")):
+        reply = DEMO.complete(hands_request(first_message(message), prompt=PROMPT))
+        assert reply.tool_calls == [] and reply.text.startswith("Noted as message 1.")
+
+
+def test_the_memory_model_still_zooms_when_the_hands_are_offered(chat):
+    chat.add("user", "Remember amber-42.")
+    (call,) = DEMO.complete(hands_request(first_message("Where is amber?", tuple(chat.view_lines())))).tool_calls
+    assert (call.name, dict(call.input)) == ("zoom", {"id": 0, "n": 1})
+
+
+def test_r38_two_agents_asked_to_compare_are_spawned_one_a_request_and_both_reported():
+    text, calls = tool_loop(first_message("Send two agents to compare SQLite and PostgreSQL for our cache."),
+                            lambda call: (f"{call.input['name']} is working", False))
+    assert [(call.name, call.input["name"]) for call in calls] == \
+        [("spawn", "compare-sqlite"), ("spawn", "compare-postgresql")]
+    assert calls[0].input["task"].startswith("Find out about SQLite, to compare it with PostgreSQL for our cache:")
+    assert text == "I started the agents compare-sqlite and compare-postgresql; they will report here when they are done."
+
+
+def test_r38_no_agent_starts_unless_asked_for_or_when_both_sides_would_share_a_name():
+    """R38: subagents only when the user asks; two agents never get the same name."""
+    for message in ("Compare SQLite and PostgreSQL.", "agents, compare x1 and x1"):
+        reply = DEMO.complete(hands_request(first_message(message)))
+        assert reply.tool_calls == [] and reply.text.startswith("Noted as message 1.")

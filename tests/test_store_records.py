@@ -101,6 +101,17 @@ def test_r7_a_long_echo_keeps_15000_characters_each_end_and_one_marker_line(n, c
     assert clipped == text[:15_000] + f"\n[{cut} characters cut]\n" + text[-15_000:]
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 80_000), st.sampled_from(["x", "é", "\n"]))
+def test_r7_clipping_an_echo_twice_keeps_the_first_clip_and_its_count(n, ch):
+    """A device clips a shell's output by R7 as it streams; the store clips the echo again
+    when it is logged: the text and the true count must survive (they once became
+    "[24 characters cut]", the marker's own length)."""
+    text = "".join(chr(ord("a") + k % 26) if k % 5 else ch for k in range(n))
+    once = clip_echo(text)
+    assert clip_echo(once[0]) == (once[0], once[1])
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200).filter(lambda t: not any(0xD800 <= ord(c) < 0xE000 for c in t)),
        st.sampled_from(["user", "everchat", "tool", "echo", "work", "note"]),

@@ -7,6 +7,13 @@ that share words with the question (the person's own lines first when they ask
 what *they* said; the latest line on ties, R34), zooms down to the message, and
 answers with the message's own words. A statement is acknowledged. Replies stream
 in several pieces; a zoom is a real tool call, answered by the turn runner.
+
+It also shows the hands (issue 11, R38, R39), only when the request offers the tools: a
+message with a command in backticks (``run `uname -a` on laptop``) gets a `shell` call
+(with `device` when it names one), a message in `call_texts.agent_request`'s form gets a
+`spawn` call ("send two agents to compare A and B" two, one a request), and once the calls
+have their results the reply answers from them. The same rules serve an agent's call: its
+last text is its task.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from everchat.actors.call_texts import read_task, split_turn
+from everchat.actors.call_texts import read_agent_request, read_task, split_turn
 
 from ._summarize import KINDS, key_tokens, summarize
 from ._types import (
@@ -33,7 +40,7 @@ from ._types import (
     approx_tokens,
 )
 
-__all__ = ["DemoConnection", "demo_turn"]
+__all__ = ["DemoConnection", "demo_turn", "hands_turn"]
 
 _LINE = re.compile(r"^(\d+)\+(\d+)\|(.*)$")
 _WORD = re.compile(r"[\w][\w'.-]*[\w]|[\w]")
@@ -50,6 +57,11 @@ _QUESTION = re.compile(r"^\s*(what|which|who|whom|whose|when|where|why|how|do|di
 _REMEMBER = re.compile(r"\bremember\b(?:\s+(?:that|this|the word|these|for me))?[\s:,]*(.+?)\s*(?:[.!?](?:\s|$)|$)",
                        re.I | re.S)
 _MAX_ZOOMS = 24
+_COMMAND = re.compile(r"`([^`\n]*[^`\s][^`\n]*)`(?:\s+on\s+([A-Za-z0-9][\w-]*(?:\.[\w-]+)*))?")
+_COMPARE = re.compile(r"\bagents?\b[^.?!]*?\bcompare\s+(.+?)\s+(?:and|with|to|vs\.?|versus)\s+(.+?)[\s.?!]*$",
+                      re.I | re.S)
+_NOT_A_DEVICE = frozenset({"this", "that", "the", "my", "your", "a", "it", "here"})  # "on this computer"
+_SHOWN = 3000  # characters of a tool's output a reply quotes at most
 _PIECE = 16  # characters per streamed piece
 
 
@@ -219,6 +231,106 @@ def demo_turn(request: Request) -> tuple[str, ToolCall | None, str]:
     return "", None, f"I found nothing about that in my memory.{looked}"
 
 
+
+# --- the hands (issue 11): shell and spawn -------------------------------------------------
+
+
+def _person_text(request: Request) -> str:
+    """The last text the person (or, for an agent, its task) gave: the last text block of
+    a user message, the turn header and the view taken off."""
+    for message in reversed(request.messages):
+        if message.role != "user":
+            continue
+        for block in reversed(message.content):
+            if isinstance(block, TextBlock):
+                parts = split_turn(block.text)
+                if parts is not None:
+                    return parts[1]
+                text = block.text
+                close = text.rfind("</chat>")
+                return text[close + len("</chat>"):].strip() if close >= 0 else text.strip()
+    return ""
+
+
+def _quoted(text: str) -> str:
+    """A tool's output as a reply quotes it: whole up to `_SHOWN` characters, else its
+    start and its end with how much is left out between them."""
+    text = text.rstrip("\n")
+    if len(text) <= _SHOWN:
+        return text
+    half = _SHOWN // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters not quoted here ...]\n{text[-half:]}"
+
+
+def _answer_hands(done: list[tuple[ToolUseBlock, ToolResultBlock]]) -> str:
+    """The reply once the shell and spawn calls have their results: short, honest, quoting
+    what a command printed."""
+    spawns = [(call, result) for call, result in done if call.name == "spawn"]
+    lines = []
+    started = [str(call.input.get("name", "?")) for call, result in spawns if not result.is_error]
+    if started:
+        agents = " and ".join(started)
+        lines.append(f"I started the agent {agents}; it will report here when it is done." if len(started) == 1
+                     else f"I started the agents {agents}; they will report here when they are done.")
+    for call, result in done:
+        if call.name == "spawn" and result.is_error:
+            lines.append(f"I could not start the agent {call.input.get('name', '?')}: {_quoted(result.text)}")
+        elif call.name == "shell":
+            where = call.input.get("device") or "this computer"
+            verb = "failed" if result.is_error else "printed"
+            lines.append(f"`{call.input.get('command', '')}` on {where} {verb}:\n{_quoted(result.text) or '(nothing)'}")
+    return "\n".join(lines)
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return words[0][:24] if words else "it"
+
+
+def _plan(text: str, offered: set[str]) -> list[tuple[str, dict, str]]:
+    """The calls the person's message asks for, in order: (tool, input, thinking)."""
+    wanted = read_agent_request(text)
+    if wanted is not None and "spawn" in offered:
+        name, task = wanted
+        return [("spawn", {"name": name, "task": task}, f"The person asks for an agent named {name}: I start it.")]
+    compare = _COMPARE.search(text)
+    if compare is not None and "spawn" in offered:
+        first, second = compare.group(1).strip(), compare.group(2).strip()
+        calls = []
+        for this, other in ((first, second), (second, first)):
+            name = f"compare-{_slug(this)}"
+            task = (f"Find out about {this}, to compare it with {other}: what it is, what it is good and bad at, "
+                    f"with the evidence you found. Report in a few lines.")
+            calls.append(("spawn", {"name": name, "task": task}, f"One agent per side of the comparison: {name}."))
+        if calls[0][1]["name"] != calls[1][1]["name"]:
+            return calls
+    command = _COMMAND.search(text)
+    if command is not None and "shell" in offered:
+        device = command.group(2) if command.group(2) and command.group(2).lower() not in _NOT_A_DEVICE else ""
+        arguments = {"command": command.group(1).strip()} | ({"device": device} if device else {})
+        where = f"on {device}" if device else "here"
+        return [("shell", arguments, f"The message names a command in backticks: I run it {where}.")]
+    return []
+
+
+def hands_turn(request: Request) -> tuple[str, ToolCall | None, str] | None:
+    """(thinking, a shell or spawn call or None, the reply) when the request is about the
+    hands, else None (the memory model answers). The calls the message asks for are made
+    one a request; once each has its result, the reply answers from them."""
+    offered = {tool.name for tool in request.tools}
+    if not offered & {"shell", "spawn"}:
+        return None
+    history = _history(request)
+    done = [(call, result) for call, result in history if call.name in ("shell", "spawn") and result is not None]
+    plan = _plan(_person_text(request), offered)
+    if len(done) < len(plan):
+        tool, arguments, thinking = plan[len(done)]
+        return thinking, ToolCall(f"demo-{tool}-{len(history) + 1}", tool, arguments), ""
+    if done:
+        return "", None, _answer_hands(done)
+    return None
+
+
 def _pieces(text: str) -> list[str]:
     return [text[k:k + _PIECE] for k in range(0, len(text), _PIECE)]
 
@@ -248,7 +360,7 @@ class DemoConnection(Connection):
             yield Usage(input=prompt_tokens, output=approx_tokens(line))
             yield Stop("end_turn")
             return
-        thinking, call, text = demo_turn(request)
+        thinking, call, text = hands_turn(request) or demo_turn(request)
         if thinking:
             yield ThinkingDelta(thinking)
         for piece in _pieces(text):

@@ -70,6 +70,7 @@ MAX_LEVEL = 62
 RESERVED_META = ("part", "parts", "cut")
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_CLIP_MARKER = re.compile(r"\n\[([1-9][0-9]*) characters cut\]\n")
 _WORK_HEAD = re.compile(r"\[[A-Za-z][^\]\n]*\]")
 _quote = encode_basestring  # a JSON string literal, non-ASCII kept as is
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
@@ -112,10 +113,16 @@ def clip_echo(text: str) -> tuple[str, int]:
     """R7: an echo over 30,000 characters keeps its first and last 15,000 characters with
     one marker line between them saying how many characters were cut.
 
-    Returns the text to log and the number of characters cut (0 when kept whole)."""
+    A text already in that form (a device clips a shell's output as it streams, never
+    holding all of it) is kept as it is: clipping twice would replace the true count with
+    the marker's own length. Returns the text to log and the number of characters cut (0
+    when kept whole)."""
     keep = ECHO_KEEP_CHARS
     if len(text) <= 2 * keep:
         return text, 0
+    marker = _CLIP_MARKER.match(text, keep)
+    if marker is not None and len(text) - marker.end() == keep:
+        return text, int(marker.group(1))
     cut = len(text) - 2 * keep
     return f"{text[:keep]}\n[{cut} characters cut]\n{text[-keep:]}", cut
 
