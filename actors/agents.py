@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import socket
 import threading
 import time
 from collections import deque
@@ -44,11 +45,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from everchat.actors.call_texts import TURN_OPENING
-from everchat.actors.hands import HandTools, check_agent_name, hand_tools
+from everchat.actors.hands import HandTools, check_agent_name
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError, media_type
 from everchat.actors.models import (ImageBlock, Message, ModelError, Request, TextBlock, ToolResultBlock,
                                     ToolUseBlock)
-from everchat.actors.prompt import Prompt, turn_text, view_blocks
+from everchat.actors.prompt import chat_prompt, turn_text, view_blocks
 from everchat.actors.turns import Input, TurnRunner, view_lines
 from everchat.actors.usage import metered, report
 from everchat.transport import (Actor, ActorStopped, AskTimeout, PeerLost, Refused, RemoteError, TransportError,
@@ -79,6 +80,7 @@ STATES = ("queued", "working", "done", "stopped", "failed")
 _END_STATES = {"done": "done", "round_limit": "stopped", "stopped": "stopped", "error": "failed"}
 
 _ASK_SECONDS = 30.0
+_LIST_SECONDS = 5.0
 _RETRY_SECONDS = 0.5  # between tries of a report's delivery while the log writer is lost
 _POLL_SECONDS = 0.05
 
@@ -361,7 +363,8 @@ class _AgentRunner(TurnRunner):
         self.head: list[Message] = []
 
     def first_message(self, view, header, message, images=(), joined=()) -> Message:
-        header = agent_header(self.started, self.name, self.computers)
+        computers = self.computers() if callable(self.computers) else self.computers
+        header = agent_header(self.started, self.name, computers)
         if not self.past:
             return super().first_message(view, header, message, images, joined)
         self.head = history_messages(self.past, view, header)
@@ -480,10 +483,12 @@ class AgentsActor(Actor):
 
         if self.settings == "configured":
             self.settings = _configured_settings()
-        self.tools_on = getattr(self.settings, "tools", "on") != "off"
-        # R34: exactly the turn runner's prompt (the integrator makes both call chat_prompt(settings)).
-        self.prompt = Prompt.make(self.settings.instructions(), extra_tools=hand_tools(devices=self.tools_on))
-        self.book = AgentBook(self.limit or getattr(self.settings, "agent_limit", None) or AGENT_LIMIT)
+        self.tools_on = self.settings.devices
+        # R34: the very prompt of the turn runner and the compactors (one cache entry). The
+        # single placement's extra Python tools are the turn runner's alone: agents are
+        # offered the chat's tools without them (the integrator's call, see the report).
+        self.prompt = chat_prompt(self.settings)
+        self.book = AgentBook(self.limit or self.settings.agent_jobs or AGENT_LIMIT)
         self.usage = Tally()
         self.memory = MemoryTools(_LogReader(self.node, self.log_writer), agents=self.transcript_page)
         try:
@@ -680,7 +685,8 @@ class AgentsActor(Actor):
             past = self._records(name, until=first.ids[0]) if run > 1 else []
             reply = self.settings.reply
             runner = _AgentRunner(self.prompt, reply.model, effort=reply.effort, tool_rounds=self.settings.tool_rounds,
-                                  name=name, started=io.now(), past=past)
+                                  name=name, started=io.now(), past=past,
+                                  computers=self._computers if self.tools_on else None)
             runner.usage = self.usage
             end = runner.run(io)
             reason, detail = end.reason, end.detail
@@ -759,6 +765,22 @@ class AgentsActor(Actor):
         if self.connection is None:
             self.connection = self.settings.reply.connect()
         return self.connection
+
+    def _computers(self) -> list[str]:
+        """R36 for an agent's header: the computers joined now, from the devices' hub (as
+        the turn runner's header has them); this computer alone when the hub is silent."""
+        here = [f"{socket.gethostname()} (this computer, the default)"]
+        list_devices = getattr(schema, "ListDevices", None)
+        if list_devices is None:
+            return here
+        try:
+            rows = self.node.ask(self.devices, list_devices(), timeout=_LIST_SECONDS).devices
+        except TransportError as error:
+            log.warning("%s: no device list for an agent's header: %s", self, error)
+            return here
+        names = [f"{row['name']} (this computer, the default)" for row in rows if row.get("local")]
+        names += [row["name"] for row in rows if not row.get("local") and row.get("online")]
+        return names
 
 
 _EVENT_CHARS = 300

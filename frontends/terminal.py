@@ -39,14 +39,8 @@ from prompt_toolkit.styles import Style
 from everchat.frontends.chat_view import Transcript, plain, status_lines, status_text
 from everchat.frontends.edge import hold_log_lines, say
 from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, help_lines, parse
+from everchat.actors.call_texts import agent_request
 from everchat.transport import AskTimeout
-
-try:
-    from everchat.actors.call_texts import agent_request
-except ImportError:  # branch `jobs` adds it to call_texts (the demo model reads it back); the same words
-    def agent_request(name: str, task: str) -> str:
-        """The message `/agent NAME TASK` sends: the person asking for an agent (R38)."""
-        return f"Start an agent named {name} with this task: {task}"
 
 __all__ = ["Terminal", "run"]
 

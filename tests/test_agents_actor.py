@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.agents import AgentsActor, transcript_page
-from everchat.actors.hands import HandTools, hand_tools
 from everchat.actors.log_writer import LogWriter
 from everchat.actors.memory import Budget
-from everchat.actors.memory_tools import ToolOutcome
 from everchat.actors.planner import PlannerActor
 from everchat.actors.store import Transcripts
 from everchat.actors.turn_runner import TurnRunnerActor
@@ -89,7 +87,10 @@ def host_chat(node, chat: Path, settings) -> None:
 
 
 def test_r38_two_spawned_agents_report_once_each_in_the_order_they_finished(monkeypatch, tmp_path, fake):
+    # tools off: the turn header asks no devices' hub (ListDevices is the devices helper's)
+    monkeypatch.setenv("EVERCHAT_TOOLS", "off")
     settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    assert not settings.devices
     alpha_may_end = Gate()
 
     def rule(request):
@@ -111,12 +112,7 @@ def test_r38_two_spawned_agents_report_once_each_in_the_order_they_finished(monk
     events: list = []
     try:
         host_chat(node, tmp_path / "chat", settings)
-        hands = HandTools(lambda target, msg, timeout: node.ask(target, msg, timeout=timeout),
-                          lambda name, arguments: ToolOutcome("unused"))
-        spawn = [(spec, lambda arguments: hands.call("spawn", arguments, f"main-{arguments['name']}"))
-                 for spec in hand_tools() if spec.name == "spawn"]
-        # the integrator's wiring gives the turn runner HandTools; here spawn alone, keyed by name
-        node.host("turn_runner", TurnRunnerActor, settings, tuple(spawn))
+        node.host("turn_runner", TurnRunnerActor, settings)  # its spawn asks "agents" (actors/hands.py)
         node.host("collector", Collector, events)
         node.subscribe("agent", "collector")
         ask(node, schema.Append("user", "a note before", "note-0", [], None))
@@ -154,6 +150,11 @@ def test_r38_two_spawned_agents_report_once_each_in_the_order_they_finished(monk
         assert len(ask(node, schema.ListAgents(), "agents").agents) == 2
         assert work_messages(node) == ["[Beta] Beta is done.", "[Alpha] Alpha found 42."]
         assert any(e.name == "Alpha" and e.state == "done" for e in events)
+        # R34: an agent's call sends the turn's very system prompt and tools (one cache entry)
+        turn = next(c.body for c in fake.model_calls if c.headers.get("x-everchat-call") == "turn")
+        agent = next(c.body for c in fake.model_calls if c.headers.get("x-everchat-call") == "agent")
+        assert agent["system"] == turn["system"] and agent["tools"] == turn["tools"]
+        assert [tool["name"] for tool in agent["tools"]] == ["zoom", "date", "spawn", "tell"]
     finally:
         node.stop()
 
