@@ -37,6 +37,10 @@ def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "config
         from everchat.actors.devices import DevicesActor
 
         return DevicesActor, (_home(settings), chat)
+    if name == "agents":  # R38: the agents and their report outbox
+        from everchat.actors.agents import AgentsActor
+
+        return AgentsActor, (settings if settings is not None else "configured",)
     if name == "turn_runner":
         return TurnRunnerActor, (settings if settings is not None else "configured", tuple(extra_tools))
     raise ValueError(f"no actor is called {name!r}")

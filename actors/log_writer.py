@@ -6,7 +6,8 @@ append's fsync it tells the planner the new messages' lines (a reliable tell: th
 planner must see every message) and publishes one `MessageLogged` event per
 append for whoever else listens. It also adds up the model calls' token usage and
 failed compaction calls in usage.json (actors/usage.py), saved at most once a second
-while reports keep coming, and when it stops.
+while reports keep coming, and when it stops. The agents' transcripts (`agents/NAME/`,
+R38) are written here too, and only here (`AppendTranscript`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from everchat.actors.chat import open_writer_store
 from everchat.actors.drafts import save_draft
 from everchat.actors.planning import records_after
-from everchat.actors.store import ChatStore
+from everchat.actors.store import ChatStore, Transcripts
 from everchat.actors.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
 from everchat.transport import Actor, TransportError, schema
 
@@ -27,6 +28,8 @@ __all__ = ["LogWriter"]
 
 log = logging.getLogger("everchat.log_writer")
 
+_RECORDS_BATCH = 256  # transcript records per reply at most
+_RECORDS_BYTES = 4 * 1024 * 1024  # and about this much text (a char counted as 4 bytes): under MAX_FRAME
 _USAGE_SECONDS = 1.0  # usage.json is replaced at most this often while reports keep coming
 
 
@@ -38,6 +41,7 @@ class LogWriter(Actor):
         self.path = Path(path)
         self.planner = planner
         self.store: ChatStore | None = None
+        self.transcripts: Transcripts | None = None
         self.usage = None
         self._usage_dirty = False
         self._usage_saved = -_USAGE_SECONDS
@@ -51,6 +55,7 @@ class LogWriter(Actor):
         super().on_start()
         # Looks before it writes (P11, R24) and logs a reply a crash cut short (R37).
         self.store = open_writer_store(self.path, create=True)
+        self.transcripts = Transcripts(self.path, writer=True)  # under the store's lock (R5)
         try:
             self.usage = load_usage(self.path)
         except ValueError as error:  # figures only: the chat opens, counting from zero
@@ -197,3 +202,31 @@ class LogWriter(Actor):
 
     def on_read_asset(self, msg: schema.ReadAsset, delivery) -> schema.AssetData:
         return schema.AssetData(data=self.store.asset(msg.digest))
+
+    # -- the agents' transcripts (R38, actors/store/_transcripts.py) ---------------------
+
+    def on_append_transcript(self, msg: schema.AppendTranscript, delivery) -> schema.Appended:
+        """One record of an agent's transcript, fsynced before the answer; idempotent by key."""
+        ids = self.transcripts.append(msg.agent, msg.kind, msg.text, msg.key, msg.meta)
+        return schema.Appended(ids=ids)
+
+    def on_read_transcript(self, msg: schema.ReadTranscript, delivery) -> schema.TranscriptPage:
+        """R35's zoom("Name"): one page of the transcript, `i kind: text` per record."""
+        text, pages = self.transcripts.page(msg.agent, msg.page)
+        return schema.TranscriptPage(agent=msg.agent, text=text, page=msg.page, pages=pages)
+
+    def on_read_transcript_records(self, msg: schema.ReadTranscriptRecords, delivery) -> schema.TranscriptRecords:
+        """The records from `first` on, in batches of at most `_RECORDS_BATCH` records and
+        about `_RECORDS_BYTES` of text (at least one record), so a reply fits a frame."""
+        records = self.transcripts.records(msg.agent, msg.first)
+        batch, size = [], 0
+        for record in records[:_RECORDS_BATCH]:
+            if batch and size + len(record.text) * 4 > _RECORDS_BYTES:
+                break
+            batch.append(record)
+            size += len(record.text) * 4
+        return schema.TranscriptRecords(agent=msg.agent, records=[r.to_dict() for r in batch],
+                                        more=len(records) > len(batch))
+
+    def on_list_transcripts(self, msg: schema.ListTranscripts, delivery) -> schema.TranscriptList:
+        return schema.TranscriptList(agents=self.transcripts.names())

@@ -16,7 +16,8 @@ the turn runner's events (topic "turn") and to failed compactions (topic "failed
 into `Notice`s, R30); `next_event` hands them out in order. Everything else is an ask to
 an actor: `send` and `stop` to the turn runner, `note` to the log writer, `status` and
 `view` to the planner, `zoom` and `date` read through the log writer (`turns.MemoryTools`,
-the same code the model's tools run).
+the same code the model's tools run; `zoom("Name")` reads an agent's transcript there,
+R38), `agents` and `stop_agent` to the agents actor.
 
 P4: the supervisor restarts an actor process that dies (kill -9, a crash), so every ask
 the session makes goes through one retry policy (`_ask`): when the answer is that the
@@ -80,6 +81,7 @@ _NEEDS = {  # whom an actor asks while it answers: losing any of them fails the 
     "log_writer": ("log_writer",),
     "planner": ("planner", "log_writer"),
     "turn_runner": ("turn_runner", "planner", "log_writer"),
+    "agents": ("agents", "log_writer"),
 }
 _LOST = (PeerLost, ActorStopped, AskTimeout)
 _LOST_KINDS = frozenset(cls.__name__ for cls in _LOST)  # the same, relayed by the actor asked
@@ -145,7 +147,7 @@ class ChatSession:
         self.node.host(self.listener, _Listener, self.events, self.counts)
         for topic in ("turn", "failed"):
             self.node.subscribe(topic, self.listener)
-        self.memory = MemoryTools(AskReader(_Retrying(self)))
+        self.memory = MemoryTools(AskReader(_Retrying(self)), agents=self._transcript)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -373,6 +375,23 @@ class ChatSession:
     def date(self, id: int) -> str:
         """R35: the local date and time message `id` was logged (`ZoomError` if none)."""
         return self.memory.date(id)
+
+    # -- agents (R38) ----------------------------------------------------------------------
+
+    def _transcript(self, name: str, page: int) -> str:
+        """R35's zoom("Name") through the log writer, with the model's tool's words."""
+        from everchat.actors.agents import transcript_page
+
+        return transcript_page(lambda msg: self._ask("log_writer", msg, timeout=_ASK_SECONDS), name, page)
+
+    def agents(self) -> list[dict]:
+        """The chat's agents: rows `{name, state, task, position}` (R38)."""
+        return self._ask("agents", schema.ListAgents(), timeout=_ASK_SECONDS).agents
+
+    def stop_agent(self, name: str) -> None:
+        """/stop NAME: end agent `name`'s call and its device jobs; its report says it was
+        stopped. An unknown name is a RemoteError naming it."""
+        self._ask("agents", schema.StopAgent(name=name), timeout=_ASK_SECONDS)
 
     def compact(self, timeout: float | None = None) -> None:
         """Wait until every pending summary is built (TimeoutError after `timeout`): the

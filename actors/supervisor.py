@@ -104,8 +104,10 @@ class Placement:
 
 def actor_names(placement: Placement) -> list[str]:
     """Start order: the log writer first (everyone asks it), then the planner, the device
-    hub, the turn runner (R36: it asks all three), then workers."""
-    return ["log_writer", "planner", "devices", "turn_runner"] + [f"compactor.{n}" for n in range(placement.workers)]
+    hub, the turn runner (R36: it asks all three), the agents (they ask all four), then
+    workers."""
+    return (["log_writer", "planner", "devices", "turn_runner", "agents"]
+            + [f"compactor.{n}" for n in range(placement.workers)])
 
 
 class SupervisorActor(NodeAgent):

@@ -169,7 +169,12 @@ class TurnRunnerActor(Actor):
         self.prompt = chat_prompt(self.settings, specs)
         reply = self.settings.reply
         self.core = TurnRunner(self.prompt, reply.model, effort=reply.effort, tool_rounds=self.settings.tool_rounds)
-        self.memory = MemoryTools(AskReader(self.node, self.log_writer))
+        from everchat.actors.agents import transcript_page
+
+        def transcript(name: str, page: int) -> str:  # R35: zoom("Name")
+            return transcript_page(lambda msg: self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS), name, page)
+
+        self.memory = MemoryTools(AskReader(self.node, self.log_writer), agents=transcript)
         if self.settings.devices:
             self.core.computers = self._computers
         self.hands = HandTools(self.node.ask, self.memory.call, MAIN, devices=self.settings.devices,

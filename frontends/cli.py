@@ -37,7 +37,8 @@ _COMMANDS = {
     "import": "log a UTF-8 text file as consecutive notes and summarize them as it goes (resumable)",
     "import-chats": "import past chats from ChatGPT, Claude, Claude Code and Codex (secrets redacted, resumable)",
     "view": "print the view the next turn starts from (read-only)",
-    "zoom": "a line's two halves, or a message whole (read-only, R35)",
+    "zoom": "a line's two halves, a message whole, or an agent's transcript (read-only, R35)",
+    "agents": "the chat's agents and their states (read-only, R38)",
     "date": "the date and time of a message (read-only)",
     "status": "messages, view size, pending summaries, failed compactions, token usage, as JSON (read-only)",
     "check": "verify every record of the chat in one pass (read-only)",
@@ -122,13 +123,15 @@ def _parser() -> argparse.ArgumentParser:
     add_import_chats_arguments(command("import-chats"))
     command("view")
     zoom = command("zoom")
-    zoom.add_argument("id", help="a message id, or a view line's name such as 40+8 (or an agent's NAME, "
-                                 "once agents exist: R38, none yet)")
+    zoom.add_argument("id", help="a message id, a view line's name such as 40+8, or an agent's NAME (its "
+                                 "transcript, R38)")
     zoom.add_argument("n", nargs="?", default=None, help="how many messages the line covers (a power of two)")
     zoom.add_argument("--page", default="1", help="the page of a long message (R35)")
     date = command("date")
     date.add_argument("id")
     command("status")
+    agents = command("agents")
+    agents.add_argument("--json", action="store_true", help="one JSON list of {name, state, task, position}")
     command("check")
     compact = command("compact")
     compact.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
@@ -217,6 +220,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from everchat.frontends import commands_read
 
         return commands_read.run(command, args)
+    if command == "agents":
+        from everchat.frontends.commands_agents import run_agents
+
+        return run_agents(args)
     if command == "note":
         from everchat.frontends.commands_write import note
 

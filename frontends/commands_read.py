@@ -72,10 +72,24 @@ class _StoreReader:
 
 
 def _transcript(chat, agent: str, page: int) -> str:
-    """R35: zoom("Name") with the model's own tool code, so the words are the same."""
-    from everchat.actors.memory_tools import MemoryTools
+    """R35: zoom("Name") with the model's own tool code, so the words are the same; the
+    transcript (`agents/NAME/`) is read read-only (R5)."""
+    from everchat.actors.agents import no_agent, page_text
+    from everchat.actors.memory_tools import MemoryTools, ZoomError
+    from everchat.actors.store import BadInput, NoTranscript, Transcripts
 
-    return MemoryTools(_StoreReader(chat.store)).transcript(agent, page)
+    transcripts = Transcripts(chat.store.path, writer=False)
+
+    def read(name: str, number: int) -> str:
+        try:
+            text, pages = transcripts.page(name, number)
+        except NoTranscript:
+            raise ZoomError(no_agent(name)) from None
+        except BadInput as error:
+            raise ZoomError(str(error)) from None
+        return page_text(name, text, number, pages)
+
+    return MemoryTools(_StoreReader(chat.store), agents=read).transcript(agent, page)
 
 
 def folder_status(chat, path: Path) -> dict:

@@ -2,7 +2,8 @@
 
 It finds the running supervisor through `<chat>/run/supervisor.json`, asks it for
 statistics (`StatsRequest`), and redraws once a second; `--once --json` prints the
-rows once, for scripts and tests.
+rows once, for scripts and tests. The agents actor's row also carries its queue (R38):
+how many agents work and which wait.
 
 It only reads (P12, R5): it binds nothing, and on a tcp placement it dials with the
 supervisor's own key pair (`config/keys/supervisor.key`, read with `KeyStore.load`): a key
@@ -71,11 +72,34 @@ def fetch_rows(chat: Path, timeout: float = 5.0) -> list[dict]:
     try:
         node.route("supervisor", info["endpoint"])
         reply = node.ask("supervisor", schema.StatsRequest(), timeout=timeout)
-        return reply.actors
+        rows = reply.actors
+        _add_agent_queue(node, chat, info, rows, timeout)
+        return rows
     except TransportError as error:
         raise NoSupervisor(f"the Everchat on {chat} (pid {pid} on {host}) did not answer: {error}") from None
     finally:
         node.stop()
+
+
+def _add_agent_queue(node: Node, chat: Path, info: dict, rows: list[dict], timeout: float) -> None:
+    """R38: the agents actor's row gets its queue: `working` (how many) and `queued` (the
+    names waiting, in order). Asked over ipc only (the agents actor's own socket when each
+    actor has its process, else the supervisor's); a chat without agents keeps its rows."""
+    row = next((row for row in rows if row.get("name") == "agents"), None)
+    if row is None or info.get("transport") == "tcp":
+        return
+    where = info["endpoint"]
+    if info.get("placement") == "processes":
+        where = f"ipc://{chat / 'run' / 'agents.sock'}"
+    try:
+        node.route("agents", where)
+        agents = node.ask("agents", schema.ListAgents(), timeout=timeout).agents
+    except TransportError as error:
+        row["queue_error"] = str(error)
+        return
+    row["working"] = sum(1 for agent in agents if agent.get("state") == "working")
+    row["queued"] = [agent["name"] for agent in sorted(agents, key=lambda a: a.get("position", 0))
+                     if agent.get("state") == "queued"]
 
 
 def _alive(pid: int) -> bool:
@@ -115,6 +139,9 @@ def render_table(rows: list[dict]) -> str:
         lines.append(" ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip())
         if row.get("error"):
             lines.append(f"  ! {row['error']}")
+        if "queued" in row:  # the agents actor's queue (R38)
+            waiting = ", ".join(row["queued"]) or "none"
+            lines.append(f"  agents: {row.get('working', 0)} working; queued: {waiting}")
     return "\n".join(lines)
 
 

@@ -14,6 +14,8 @@ from typing import Callable
 from prompt_toolkit.completion import Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 
+from everchat.actors.hands import NAME_PATTERN
+
 __all__ = ["COMMANDS", "Command", "CommandCompleter", "Send", "Spec", "UsageError", "help_lines", "parse"]
 
 
@@ -93,6 +95,22 @@ def _zoom(rest: str) -> tuple:
     return (first, n, page)
 
 
+def _agent(rest: str) -> tuple:
+    name, _, task = rest.partition(" ")
+    if not name or not task.strip():
+        raise _Bad("needs a name and a task")
+    if not NAME_PATTERN.fullmatch(name):
+        raise _Bad(f"an agent's name starts with a letter, then letters, digits, - or _ (R38), not {name!r}")
+    return (name, task.strip())
+
+
+def _stop(rest: str) -> tuple:
+    words = rest.split()
+    if len(words) > 1:
+        raise _Bad("takes at most an agent's name")
+    return tuple(words)
+
+
 def _date(rest: str) -> tuple:
     words = rest.split()
     if len(words) != 1:
@@ -113,13 +131,17 @@ COMMANDS: dict[str, Spec] = {
         Spec("help", "/help [COMMAND]", "these commands", _help),
         Spec("memory", "/memory", "the memory's status and the view the next turn starts from", _none),
         Spec("zoom", "/zoom ID [N] [PAGE]", "a line's two halves (N ≥ 2), or message ID whole (N = 1); /zoom NAME "
-                                             "[PAGE]: an agent's transcript, once agents exist (R38; none yet)", _zoom),
+                                             "[PAGE]: agent NAME's transcript (R38)", _zoom),
         Spec("date", "/date ID", "the date and time of message ID", _date),
         Spec("note", "/note TEXT", "log TEXT as a note (a memory from before the chat)", _text("the note's text")),
         Spec("attach", "/attach PATH", "attach an image (PNG, JPEG, GIF, WebP) to your next message",
              _text("an image's path")),
         Spec("compact", "/compact", "wait until every pending summary is built", _none),
-        Spec("stop", "/stop", "end the running reply (kept, marked incomplete); also Ctrl-C", _none),
+        Spec("stop", "/stop [NAME]", "end the running reply (kept, marked incomplete); also Ctrl-C. /stop NAME: "
+                                     "end agent NAME's work (it reports that it was stopped)", _stop),
+        Spec("agent", "/agent NAME TASK", "ask for an agent named NAME to work on TASK in the background; "
+                                          "it reports into the chat as [NAME] … (R38)", _agent),
+        Spec("agents", "/agents", "the chat's agents and their states", _none),
         Spec("status", "/status", "messages, memory, summaries, model and cache", _none),
         Spec("quit", "/quit", "leave (also Ctrl-D on an empty line, or Ctrl-C twice)", _none),
     )

@@ -39,6 +39,7 @@ from prompt_toolkit.styles import Style
 from everchat.frontends.chat_view import Transcript, plain, status_lines, status_text
 from everchat.frontends.edge import hold_log_lines, say
 from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, help_lines, parse
+from everchat.actors.call_texts import agent_request
 from everchat.transport import AskTimeout
 
 __all__ = ["Terminal", "run"]
@@ -413,7 +414,10 @@ class Terminal:
     async def _cmd_quit(self) -> None:
         self.app.exit(result=0)
 
-    def _cmd_stop(self) -> None:
+    def _cmd_stop(self, name: str | None = None) -> None:
+        if name is not None:  # /stop NAME: an agent (R38)
+            self.app.create_background_task(self._stop_agent(name))
+            return
         if not self.busy:
             self.transcript.info("nothing to stop")
             self._emit()
@@ -428,6 +432,27 @@ class Terminal:
                 self._emit()
 
         self.app.create_background_task(stop())
+
+    async def _stop_agent(self, name: str) -> None:
+        try:
+            await self._ask(self.session.stop_agent, name)
+            self.transcript.info(f"{name} is asked to stop; its report says so")
+        except Exception as error:
+            self.transcript.error(f"could not stop {name}: {_words(error)}")
+        self._emit()
+
+    async def _cmd_agent(self, name: str, task: str) -> None:
+        """R38: agents start only when the person asks; the model reads this request and
+        calls spawn (the words are `agent_request`'s, which the demo model reads back)."""
+        await self._send(agent_request(name, task))
+
+    async def _cmd_agents(self) -> None:
+        rows = await self._ask(self.session.agents)
+        if not rows:
+            self.transcript.info("no agents yet: /agent NAME TASK asks for one")
+        for row in rows:
+            place = f" ({row['position']} in line)" if row.get("position") else ""
+            self.transcript.info(f"{row['name']}: {row['state']}{place} — {row['task']}")
 
     async def _cmd_status(self) -> None:
         self.status = await self._ask(self.session.status)

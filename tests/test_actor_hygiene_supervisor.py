@@ -38,7 +38,7 @@ def test_p4_every_actor_runs_in_its_first_incarnation_until_the_supervisor_stops
     try:
         assert not supervisor.stopping
         assert {name: supervisor.running(name) for name in supervisor.children} == dict.fromkeys(
-            ["log_writer", "planner", "devices", "turn_runner", "compactor.0"], True)
+            ["log_writer", "planner", "devices", "turn_runner", "agents", "compactor.0"], True)
         assert supervisor.incarnation("planner") == (0, os.getpid())
     finally:
         supervisor.stop()

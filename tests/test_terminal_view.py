@@ -41,6 +41,9 @@ def test_a_double_slash_sends_text_that_starts_with_a_slash():
     ("/attach ~/a picture.png", Command("attach", ("~/a picture.png",))),
     ("/compact", Command("compact")),
     ("/stop", Command("stop")),
+    ("/stop Scout", Command("stop", ("Scout",))),  # R38: an agent
+    ("/agent Scout find the bug in x.py", Command("agent", ("Scout", "find the bug in x.py"))),
+    ("/agents", Command("agents")),
     ("/status", Command("status")),
     ("/quit", Command("quit")),
 ])
@@ -62,7 +65,10 @@ def test_r35_commands_parse_with_their_arguments(line, command):
     ("/note    ", "/note needs the note's text. usage: /note TEXT"),
     ("/attach", "/attach needs an image's path. usage: /attach PATH"),
     ("/quit now", "/quit takes no arguments. usage: /quit"),
-    ("/stop it", "/stop takes no arguments. usage: /stop"),
+    ("/stop it now", "/stop takes at most an agent's name. usage: /stop [NAME]"),
+    ("/agent Scout", "/agent needs a name and a task. usage: /agent NAME TASK"),
+    ("/agent 9lives do it", "/agent an agent's name starts with a letter, then letters, digits, - or _ (R38), not "
+                            "'9lives'. usage: /agent NAME TASK"),
     ("/memory 3", "/memory takes no arguments. usage: /memory"),
     ("/help a b", "/help takes at most one command name. usage: /help [COMMAND]"),
 ])
@@ -86,10 +92,10 @@ def test_help_lists_every_command_with_its_usage():
     assert help_lines("nope") == ["no command /nope"]
 
 
-def test_r38_zoom_help_says_agents_come_later():
-    """`/zoom NAME` can only answer "no agents yet" until R38 is built: the help says so."""
+def test_r38_zoom_help_names_an_agents_transcript():
+    """`/zoom NAME` reads agent NAME's transcript (R35, R38): the help says so."""
     (line,) = help_lines("zoom")
-    assert "NAME" in line and "none yet" in line
+    assert "NAME" in line and "transcript" in line and "none yet" not in line
 
 
 # ---- the status bar -------------------------------------------------------------------------

@@ -443,7 +443,7 @@ def test_r35_the_memory_routes_say_what_the_tools_say(web):
             async with client.get(web.base + "/api/zoom_text?id=0&n=2") as response:
                 assert (await response.json())["text"] == web.session.zoom(0, 2)
             async with client.get(web.base + "/api/zoom_text?id=Ada") as response:
-                await refused(response, 400, "No agent named 'Ada': this chat has no agents yet.")
+                await refused(response, 400, "No agent named 'Ada' in this chat.")
             async with client.get(web.base + "/api/date?id=0") as response:
                 assert (await response.json())["date"] == web.session.date(0)
             async with client.get(web.base + "/api/date?id=9") as response:

@@ -51,6 +51,9 @@ from ._schema_system import (Register, Directory, StatsRequest, StatsReply, Ping
 from ._schema_devices import (RunJob, JobResult, StopJobs, ListDevices, DeviceList, JobOutput, AddDevice,
                               DeviceLink, RemoveDevice, EnrollDevice, DeviceEnrolled, PollJobs, DeviceWork,
                               ReportJob, DeviceOutput)
+from ._schema_agents import (SpawnAgent, AgentAccepted, TellAgent, StopAgent, ListAgents, AgentList,
+                             AgentEvent, AppendTranscript, ReadTranscript, TranscriptPage,
+                             ReadTranscriptRecords, TranscriptRecords, ListTranscripts, TranscriptList)
 
 __all__ = [
     "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types",
@@ -68,4 +71,8 @@ __all__ = [
     "Notice", "ResponseStarted", "WaitBacklog", "RecordUsage", "SupervisorStatus", "SupervisorState",
     "RunJob", "JobResult", "StopJobs", "ListDevices", "DeviceList", "JobOutput", "AddDevice", "DeviceLink",
     "RemoveDevice", "EnrollDevice", "DeviceEnrolled", "PollJobs", "DeviceWork", "ReportJob", "DeviceOutput",
+    # the agents' (R38)
+    "SpawnAgent", "AgentAccepted", "TellAgent", "StopAgent", "ListAgents", "AgentList", "AgentEvent",
+    "AppendTranscript", "ReadTranscript", "TranscriptPage", "ReadTranscriptRecords", "TranscriptRecords",
+    "ListTranscripts", "TranscriptList",
 ]

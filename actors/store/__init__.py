@@ -14,6 +14,8 @@ The folder (R1): `main/YYYY-MM-DD.jsonl` (messages), `tree/YYYY-MM-DD.jsonl` (no
 merge records), `view.json`, `compaction-view.json`, `assets/<sha256>`, plus the store's own
 `chat.json` (format version), `repairs.json` (torn lines terminated under R2),
 `writer.lock` (R5) and `index/` (derived, rebuilt from the log when missing or wrong).
+Agents' transcripts (`agents/NAME/`, R38) are `Transcripts`, which the log writer holds
+beside its `ChatStore`.
 """
 
 from ._assets import MAX_ASSET_BYTES, image_type
@@ -26,6 +28,8 @@ from ._records import (ECHO_KEEP_CHARS, KINDS, MAX_TEXT_BYTES, NODE_BYTES, PART_
 from ._scan import Repair
 from ._store import ChatStore
 from ._views import CVIEW_NAME, VIEW_NAME, view_bytes
+from ._transcripts import (NoTranscript, TRANSCRIPT_KINDS, TRANSCRIPT_PAGE_BYTES, TranscriptRecord,
+                           Transcripts)
 
 __all__ = [
     "ChatStore",
@@ -54,4 +58,9 @@ __all__ = [
     "CVIEW_NAME",
     "MAX_ASSET_BYTES",
     "image_type",
+    "Transcripts",
+    "TranscriptRecord",
+    "NoTranscript",
+    "TRANSCRIPT_KINDS",
+    "TRANSCRIPT_PAGE_BYTES",
 ]
