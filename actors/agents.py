@@ -448,8 +448,11 @@ class AgentsActor(Actor):
     the chat, in the order the runs ended, retrying while the log writer is lost."""
 
     def __init__(self, settings="configured", limit: int | None = None, log_writer: str = "log_writer",
-                 planner: str = "planner", devices: str = "devices") -> None:
+                 planner: str = "planner", devices: str = "devices", extra_tools: tuple = ()) -> None:
         super().__init__()
+        # the single placement's Python tools, `(ToolSpec, handler)`: offered and run as the
+        # turn runner does, so an agent's call sends the turns' very tools (R26, R34)
+        self.extra_tools = tuple(extra_tools)
         self.settings = settings
         self.limit = limit
         self.log_writer = log_writer
@@ -487,7 +490,7 @@ class AgentsActor(Actor):
         # R34: the very prompt of the turn runner and the compactors (one cache entry). The
         # single placement's extra Python tools are the turn runner's alone: agents are
         # offered the chat's tools without them (the integrator's call, see the report).
-        self.prompt = chat_prompt(self.settings)
+        self.prompt = chat_prompt(self.settings, tuple(spec for spec, _ in self.extra_tools))
         self.book = AgentBook(self.limit or self.settings.agent_jobs or AGENT_LIMIT)
         self.usage = Tally()
         self.memory = MemoryTools(_LogReader(self.node, self.log_writer), agents=self.transcript_page)
@@ -840,7 +843,8 @@ class _AgentIO:
         self.stop = stop
         self.last_reply = ""
         self.started = datetime.now().astimezone()
-        self.hands = HandTools(self._hand_ask, actor.memory.call, caller=name, devices=actor.tools_on)
+        self.hands = HandTools(self._hand_ask, actor.memory.call, caller=name, devices=actor.tools_on,
+                               extra={spec.name: handler for spec, handler in actor.extra_tools})
 
     def _hand_ask(self, target: str, msg: schema.Message, timeout: float) -> schema.Message:
         return self.node.ask(target, msg, timeout=timeout)

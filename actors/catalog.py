@@ -40,7 +40,8 @@ def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "config
     if name == "agents":  # R38: the agents and their report outbox
         from everchat.actors.agents import AgentsActor
 
-        return AgentsActor, (settings if settings is not None else "configured",)
+        return AgentsActor, (settings if settings is not None else "configured", None, "log_writer", "planner",
+                             "devices", tuple(extra_tools))
     if name == "turn_runner":
         return TurnRunnerActor, (settings if settings is not None else "configured", tuple(extra_tools))
     raise ValueError(f"no actor is called {name!r}")
