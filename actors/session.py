@@ -60,10 +60,14 @@ from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, Remote
 __all__ = ["ChatSession", "AttachedSession", "TurnEvent", "ZoomError", "EVENT_TYPES", "settle_down"]
 
 TurnEvent = (schema.TurnStarted | schema.TurnText | schema.TurnThinking | schema.TurnThinkingDone
-             | schema.TurnToolCall | schema.TurnToolResult | schema.TurnJoined | schema.TurnEnded | schema.Notice)
+             | schema.TurnToolCall | schema.TurnToolResult | schema.TurnJoined | schema.TurnEnded | schema.Notice
+             | schema.AgentEvent | schema.JobOutput)
 
 EVENT_TYPES = (schema.TurnStarted, schema.TurnText, schema.TurnThinking, schema.TurnThinkingDone,
-               schema.TurnToolCall, schema.TurnToolResult, schema.TurnJoined, schema.TurnEnded, schema.Notice)
+               schema.TurnToolCall, schema.TurnToolResult, schema.TurnJoined, schema.TurnEnded, schema.Notice,
+               schema.AgentEvent, schema.JobOutput)
+"""What `next_event` hands out: the turn's events, notices, the agents' news (topic "agent",
+R38) and shell output as it comes (topic "device", R39)."""
 
 log = logging.getLogger("everchat.session")
 
@@ -145,7 +149,7 @@ class ChatSession:
         self.counts = {"failures": 0}
         self.listener = f"session.{os.getpid()}.{next(_sessions)}"
         self.node.host(self.listener, _Listener, self.events, self.counts)
-        for topic in ("turn", "failed"):
+        for topic in ("turn", "failed", "agent", "device"):
             self.node.subscribe(topic, self.listener)
         self.memory = MemoryTools(AskReader(_Retrying(self)), agents=self._transcript)
         self._closed = False

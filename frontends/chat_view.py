@@ -313,6 +313,20 @@ class Transcript:
         self.running = False
         self.info("(the end of this reply was lost on the way; the log has it all: /zoom shows it)", "class:warning")
 
+    def _on_AgentEvent(self, event) -> None:
+        """R38: an agent's news, one dim line; its end in the state's colour (the report
+        itself arrives in the chat as a `work` message)."""
+        style = {"failed": "class:error", "stopped": "class:warning"}.get(event.state, "class:tool")
+        self.info(_fit(f"◆ [{event.name}] {event.state}: {_one_line(event.text)}", self.width), style)
+
+    def _on_JobOutput(self, event) -> None:
+        """R39: a shell command of the chat's own turn prints as it runs (an agent's show in
+        its transcript); each line dim under the tool's line."""
+        if event.caller != "main":
+            return
+        for row in event.text.rstrip("\n").split("\n"):
+            self._out.append((("class:tool", _fit(f"  │ {row}", self.width)),))
+
     def _on_Notice(self, event) -> None:
         style = {"error": "class:error", "warning": "class:warning"}.get(event.level, "class:info")
         self.info(f"! {event.text}", style)

@@ -274,6 +274,11 @@ def _follow(session, turn: int, out, err) -> tuple[str, bool, str]:
         if isinstance(event, schema.Notice):
             _notice(event, err)
             continue
+        if isinstance(event, schema.JobOutput):
+            if event.caller == "main":  # R39: the turn's shell output as it comes, beside the tool line
+                err.write("".join(printable(f"  │ {row}") + "\n" for row in event.text.rstrip("\n").split("\n")))
+                err.flush()
+            continue
         if getattr(event, "turn", turn) != turn:
             continue
         if isinstance(event, schema.TurnText):

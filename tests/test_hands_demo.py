@@ -89,6 +89,7 @@ def test_r39_the_demo_runs_a_command_on_a_joined_computer_and_answers_with_its_o
     work = laptop_home / "work" / "main"  # the joined computer's own work folder ran it
     assert str(work) in asked.stdout and os.uname().nodename in asked.stdout
     assert "[exit 0]" in asked.stdout
+    assert f"  │ {work}" in asked.stderr  # its output streamed beside the tool line as it came
     # the call and its result are in the chat's log like any tool step (R37)
     view = _cli(server_home, "view").stdout
     assert 'shell {"command": "uname -n && pwd", "device": "laptop"}' in view

@@ -14,6 +14,8 @@ import uuid
 from typing import Any
 
 from everchat.actors.memory import PLACEHOLDER, key_of, render_line
+from everchat.actors.call_texts import agent_request
+from everchat.actors.hands import check_agent_name
 from everchat.actors.memory_tools import ZoomError
 from everchat.transport import schema
 
@@ -160,15 +162,34 @@ class WebChat:
         return self.session._ask("log_writer", schema.PutAsset(data=data), timeout=_ASK_SECONDS).digest
 
     def send(self, text: str, digests: list[str]) -> schema.InputLogged:
-        """R36: log the person's message; a new turn, or joined to the running one."""
+        """R36: log the person's message; a new turn, or joined to the running one.
+        `/agent NAME TASK` goes out as the terminal's does (R38: the person asks the model
+        for an agent, in one fixed form)."""
+        agent = _agent_command(text)
+        if agent is not None:
+            text = agent_request(*agent)
         msg = schema.UserInput(text=text, images=list(digests), key=f"input-{uuid.uuid4().hex}")
         return self.session._ask("turn_runner", msg, timeout=self.session.settings.settle_timeout + 2 * _ASK_SECONDS)
 
-    def stop(self) -> None:
-        """R37: end the running call."""
-        self.session.stop()
+    def stop(self, agent: str | None = None) -> None:
+        """R37: end the running call; with `agent`, that agent's call and jobs (R38)."""
+        if agent:
+            self.session.stop_agent(agent)
+        else:
+            self.session.stop()
 
     def note(self, text: str) -> int:
         """R3: a note without a turn; its (first) id."""
         return self.session.note(text)
 
+
+def _agent_command(text: str) -> tuple[str, str] | None:
+    """(name, task) of `/agent NAME TASK` typed on the page, else None (R38)."""
+    head, _, rest = text.strip().partition(" ")
+    if head != "/agent":
+        return None
+    name, _, task = rest.strip().partition(" ")
+    check_agent_name(name)  # a clear ValueError for a bad name, before anything is logged
+    if not task.strip():
+        raise ValueError("/agent NAME TASK: the task is missing")
+    return name, task.strip()

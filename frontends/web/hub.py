@@ -149,6 +149,10 @@ def translate(event: Any, message: Callable[[int], dict], reply: Callable[[int],
                  "detail": event.detail, "reply": reply(event.turn)}]
     if isinstance(event, schema.Notice):
         return [{"type": "notice", "level": event.level, "text": event.text}]
+    if isinstance(event, schema.AgentEvent):
+        return [{"type": "agent", "name": event.name, "state": event.state, "text": event.text}]
+    if isinstance(event, schema.JobOutput):
+        return [{"type": "output", "job": event.job, "caller": event.caller, "text": event.text}]
     return []
 
 

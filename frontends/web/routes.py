@@ -177,6 +177,8 @@ async def post_send(request: web.Request) -> web.Response:
             raise Refused(400, f"no image {digest} (post it to /api/asset first)") from None
     try:
         logged = await call(request, chat.send, text, digests)
+    except ValueError as error:  # `/agent NAME TASK` with a bad name or no task (R38)
+        raise Refused(400, str(error)) from None
     except RemoteError as error:
         if error.kind == "BadInput":
             raise Refused(400, error.text) from None
@@ -187,8 +189,16 @@ async def post_send(request: web.Request) -> web.Response:
 
 
 async def post_stop(request: web.Request) -> web.Response:
-    """R37: end the running call; what streamed is kept, marked incomplete."""
-    await call(request, request.app[CHAT].stop)
+    """R37: end the running call; what streamed is kept, marked incomplete. With
+    `{"agent": NAME}`: that agent's call and its device jobs (R38)."""
+    body = await read_json(request)
+    agent = body.get("agent")
+    if agent is not None and not isinstance(agent, str):
+        raise Refused(400, "agent is an agent's name")
+    try:
+        await call(request, request.app[CHAT].stop, agent)
+    except RemoteError as error:
+        raise Refused(400, error.text) from None
     return web.json_response({})
 
 

@@ -283,6 +283,18 @@ function onToolResult(event) {
   if (row) setResult(row, event.preview, event.is_error);
 }
 
+// R39: a shell command of the chat's own turn prints into its tool row as it runs (the
+// result replaces it when the command ends). An agent's output stays in its transcript.
+function onOutput(event) {
+  if (event.caller !== "main" || !live) return;
+  const rows_ = [...live.tools.values()];
+  const row = rows_[rows_.length - 1];
+  if (!row) return;
+  const result = row.querySelector(".result");
+  result.textContent = (result.textContent === "…" ? "" : result.textContent) + event.text;
+  row.querySelector("details").open = true;
+}
+
 function onUser(event) {
   const message = event.message;
   if (live) live.text = null; // a joining message splits the reply (R36)
@@ -369,6 +381,11 @@ function apply(event) {
       onEnded(event);
       break;
     case "notice": add(noticeRow(event.text, event.level)); break;
+    case "agent": // R38: an agent's news; its report comes as a `work` message
+      add(noticeRow(`◆ [${event.name}] ${event.state}: ${event.text}`,
+        event.state === "failed" ? "error" : event.state === "stopped" ? "warning" : "info"));
+      break;
+    case "output": onOutput(event); break;
     case "status":
       store.status = event;
       emit("status", event);

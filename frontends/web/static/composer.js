@@ -84,6 +84,17 @@ async function send() {
     showError(error, "The message is over 1 MB: attach less, or send it in parts.");
     return;
   }
+  const stopAgent = /^\/stop\s+(\S+)\s*$/.exec(text);
+  if (stopAgent && attached.length === 0) { // R38: `/stop NAME` ends that agent's call and its jobs
+    try {
+      await api("/api/stop", { method: "POST", json: { agent: stopAgent[1] } });
+      area.value = "";
+      grow();
+    } catch (failure) {
+      if (failure.status !== 401) showError(error, `Could not stop ${stopAgent[1]}: ${failure.message}`);
+    }
+    return;
+  }
   sending = true;
   sendButton.disabled = true;
   showError(error, "");
