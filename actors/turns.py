@@ -85,6 +85,8 @@ INCOMPLETE = {
 """Why a reply is incomplete, as its marker says (R37)."""
 
 PREVIEW_CHARS = 200
+DIFF_PREVIEW_CHARS = 4000
+"""A write's or an edit's result is its diff: the front ends show that much of it (issue 11)."""
 
 
 def incomplete_text(text: str, why: str) -> str:
@@ -358,8 +360,9 @@ class TurnRunner:
         if outcome.is_error:
             meta["error"] = True
         io.log("echo", outcome.text or "(empty)", key, images=outcome.digests, meta=meta)
+        shown = DIFF_PREVIEW_CHARS if tool_call.name in ("write", "edit") else PREVIEW_CHARS
         io.publish("TurnToolResult", turn=turn, call_id=tool_call.id, name=tool_call.name,
-                   is_error=outcome.is_error, preview=outcome.text[:PREVIEW_CHARS])
+                   is_error=outcome.is_error, preview=outcome.text[:shown])
         content = (TextBlock(outcome.text or "(empty)"), *outcome.images)
         return ToolResultBlock(tool_call.id, content, outcome.is_error)
 

@@ -278,8 +278,23 @@ class Transcript:
         preview = _one_line(event.preview)
         if event.is_error:
             self._out.append((("class:tool.error", _fit(f"✗ {call} → {preview}", self.width)),))
+        elif event.name in ("write", "edit"):
+            self._diff(call, event.preview)
         else:
             self._out.append((("class:tool", _fit(f"⚙ {call} → {preview}", self.width)),))
+
+    _DIFF_ROWS = 40
+
+    def _diff(self, call: str, text: str) -> None:
+        """Issue 11: a write or an edit shows its diff, added lines green, removed red."""
+        head, *rows = text.split("\n")
+        self._out.append((("class:tool", _fit(f"⚙ {call} → {head}", self.width)),))
+        for row in rows[:self._DIFF_ROWS]:
+            style = ("class:diff.add" if row.startswith("+") and not row.startswith("+++")
+                     else "class:diff.remove" if row.startswith("-") and not row.startswith("---") else "class:tool")
+            self._out.append(((style, _fit(f"  {row}", self.width)),))
+        if len(rows) > self._DIFF_ROWS:
+            self._out.append((("class:tool", f"  … {len(rows) - self._DIFF_ROWS} more lines: /zoom shows them"),))
 
     def _on_TurnJoined(self, event) -> None:
         self._begin(event.turn)

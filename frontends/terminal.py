@@ -60,6 +60,8 @@ STYLE = Style.from_dict({
     "thinking": "#8a8a8a italic",
     "tool": "#5f87af",
     "tool.error": "#d75f5f",
+    "diff.add": "#5faf5f",
+    "diff.remove": "#d75f5f",
     "user": "bold",
     "user.prompt": "bold #5fafff",
     "reply": "",

@@ -94,3 +94,31 @@ def test_r38_stop_with_a_name_stops_that_agent_and_not_the_turn():
     chat.stop("Ada")
     chat.stop()
     assert session.stopped == ["Ada", None]
+
+
+def test_an_edits_diff_is_shown_in_the_terminal_added_lines_green_removed_red():
+    view = Transcript(width=60)
+    _feed(view, schema.TurnStarted(2), schema.TurnToolCall(2, "c1", "edit", '{"path": "a.txt"}'))
+    diff = "edited /w/a.txt\n--- a/w/a.txt\n+++ b/w/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO"
+    view.on_event(schema.TurnToolResult(2, "c1", "edit", False, diff))
+    rows = view.take()
+    assert [plain(row) for row in rows] == ['⚙ edit(path="a.txt") → edited /w/a.txt', "  --- a/w/a.txt",
+                                           "  +++ b/w/a.txt", "  @@ -1,2 +1,2 @@", "   one", "  -two", "  +TWO"]
+    styles = [row[0][0] for row in rows]
+    assert styles[-2:] == ["class:diff.remove", "class:diff.add"] and styles[1] == "class:tool"
+
+
+def test_the_turn_publishes_a_writes_diff_whole_and_other_results_cut_to_their_preview(monkeypatch):
+    """R39: the front ends show a write's diff, not its first 200 characters."""
+    from test_turns import ScriptedIO, runner
+
+    from everchat.actors.memory_tools import ToolOutcome
+    from everchat.actors.models import Stop, ToolCall
+
+    diff = "wrote 900 bytes to a.txt\n" + "".join(f"+line {n}\n" for n in range(80))
+    io = ScriptedIO([[ToolCall("w1", "write", {"path": "a.txt", "content": "x"}),
+                      ToolCall("s1", "shell", {"command": "seq 300"}), Stop("tool_use")], [Stop("end_turn")]])
+    monkeypatch.setattr(io, "tool", lambda name, arguments, key=None: ToolOutcome(diff))
+    runner().run(io)
+    previews = {e.name: e.preview for e in io.events if isinstance(e, schema.TurnToolResult)}
+    assert previews["write"] == diff and previews["shell"] == diff[:200]
