@@ -374,6 +374,12 @@ class _AgentRunner(TurnRunner):
             blocks += later_images
         return Message("user", tuple(blocks))
 
+    def joined_blocks(self, message, images) -> list:
+        """R38: a `tell` that reached the agent between its tool calls comes from the chat,
+        not from the person, and its number is the transcript's record."""
+        return [TextBlock(f"[The chat told you this (record {message.ids[0]}):]\n{message.text or '(no text)'}"),
+                *images]
+
     def request(self, messages: Sequence[Message]) -> Request:
         whole = list(self.head) + list(messages)
         merged: list[Message] = []

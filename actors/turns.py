@@ -207,8 +207,12 @@ class TurnRunner:
         blocks.append(TextBlock(turn_text(header, message.text)))
         blocks += images
         for later, later_images in joined:
-            blocks += _joined_blocks(later, later_images)
+            blocks += self.joined_blocks(later, later_images)
         return Message("user", tuple(blocks))
+
+    def joined_blocks(self, message: Input, images: Sequence[ImageBlock]) -> list:
+        """R36: a message that arrived while the call worked, as the model reads it."""
+        return _joined_blocks(message, images)
 
     def request(self, messages: Sequence[Message]) -> Request:
         """The call for a conversation so far: one cache mark at its very end (R23),
@@ -257,7 +261,7 @@ class TurnRunner:
             blocks: list = list(results)
             for each in later:
                 io.publish("TurnJoined", turn=turn, message=each.ids[0])
-                blocks += _joined_blocks(each, [io.image(d) for d in each.images])
+                blocks += self.joined_blocks(each, [io.image(d) for d in each.images])
             messages.append(Message("assistant", tuple(call.blocks) or (TextBlock("(no reply)"),)))
             messages.append(Message("user", tuple(blocks)))
 

@@ -307,6 +307,12 @@ def test_r38_a_tell_joins_a_working_agent_and_continues_a_finished_one_from_its_
         flat = json.dumps(body["messages"])
         assert "find the number" in flat and "Alpha done, also y." in flat and "now check z" in flat
         assert body["messages"][-1]["content"][-1]["text"].endswith("now check z")
+        # the tell that joined the first run between its tool calls came from the chat (R38)
+        joined = next(c.body for c in calls if "also check y" in json.dumps(c.body["messages"][-1]))
+        said = [block.get("text", "") for block in joined["messages"][-1]["content"] if block.get("type") == "text"]
+        assert any(text.startswith("[The chat told you this (record ") and text.endswith("also check y")
+                   for text in said), said
+        assert "The person wrote this" not in json.dumps(joined["messages"])
         page = transcript_page(lambda m: ask(node, m), "Alpha")
         assert "user: also check y" in page and "user: now check z" in page
         assert "reported: agent-Alpha-report-2" in page
