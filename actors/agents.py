@@ -758,11 +758,20 @@ class AgentsActor(Actor):
                     kind="work", text=text, key=key, images=[], meta={"agent": name, "run": run})).ids)
                 self._retry(f"noting {name}'s report", lambda: self._record(
                     name, "reported", key, f"reported-{run}", {"run": run, "ids": ids}))
+                self._hand_to_turn(ids, text)
             except TransportError as error:
                 log.error("%s: %s's report %s waits for the next start: %s", self, name, key, error)
                 continue
             with self._lock:
                 self.book.reported(name, run)
+
+    def _hand_to_turn(self, ids: list[int], text: str) -> None:
+        """R34: a running turn takes the report in between its tool calls (a hint: the log
+        has the report, and the next turn's view holds it whatever happens here)."""
+        try:
+            self.node.tell("turn_runner", schema.ReportLogged(ids=list(ids), text=text))
+        except TransportError as error:
+            log.info("%s: the running turn was not told of a report: %s", self, error)
 
     def _publish(self, name: str, state: str, text: str) -> None:
         try:

@@ -153,6 +153,7 @@ class TurnRunnerActor(Actor):
         self._unlogged: list[_Pending] = []  # arrived while the turn settled its view
         self._joined: list[Input] = []  # logged, not yet handed to the call
         self._inputs: dict[str, _Pending] = {}  # the running turn's inputs by key: a resent one joins once
+        self._until: int | None = None  # the running turn's view covers the messages before this
         self._halt = threading.Event()
         self._work: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
@@ -230,6 +231,17 @@ class TurnRunnerActor(Actor):
             if msg.key:
                 self._inputs[msg.key] = pending
             return reply
+
+    def on_report_logged(self, msg: schema.ReportLogged, delivery) -> None:
+        """R34, R38: an agent's report, logged meanwhile, joins the running call between its
+        tool calls unless the turn's view already holds it; with no turn running, the next
+        turn's view will."""
+        if not msg.ids:
+            return None
+        with self._lock:
+            if self._active and self._until is not None and msg.ids[0] >= self._until:
+                self._joined.append(Input(tuple(msg.ids), msg.text, (), origin="report"))
+        return None
 
     def on_stop_turn(self, msg: schema.StopTurn, delivery) -> schema.Ack:
         """R37: end the running call; what streamed is kept, marked incomplete. Its device
@@ -312,6 +324,8 @@ class _ShellIO:
     def settle(self) -> schema.SettledView:
         actor = self.actor
         count = self.node.ask(actor.log_writer, schema.CountMessages(), timeout=_ASK_SECONDS).messages
+        with actor._lock:
+            actor._until = count  # a report logged from here on is not in this turn's view
         timeout = actor.settings.settle_timeout
         return self.node.ask(actor.planner, schema.SettleView(until=count, timeout=timeout),
                              timeout=timeout + _ASK_SECONDS)
@@ -368,6 +382,7 @@ class _ShellIO:
                 actor._active = False
                 actor._turn = -1
                 actor._inputs = {}
+                actor._until = None
         return items
 
     def publish(self, event: str, **fields) -> schema.Message:
@@ -401,6 +416,7 @@ class _ShellIO:
             actor._inputs = {}
             actor._active = False
             actor._turn = -1
+            actor._until = None
         for later in waiting:
             later.fail(error)
         if self.turn < 0:

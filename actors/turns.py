@@ -110,6 +110,7 @@ class Input:
     ids: tuple[int, ...]
     text: str
     images: tuple[str, ...] = ()
+    origin: str = "person"  # or "report": an agent's `work` message joining the call (R38)
 
 
 class Settled(Protocol):
@@ -384,7 +385,10 @@ class TurnRunner:
 
 
 def _joined_blocks(message: Input, images: Sequence[ImageBlock]) -> list:
-    head = f"[The person wrote this while you worked (message {message.ids[0]}):]\n"
+    if message.origin == "report":
+        head = f"[An agent's report arrived while you worked (message {message.ids[0]}):]\n"
+    else:
+        head = f"[The person wrote this while you worked (message {message.ids[0]}):]\n"
     return [TextBlock(head + (message.text or "(no text)")), *images]
 
 

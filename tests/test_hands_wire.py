@@ -95,3 +95,34 @@ def test_r38_r39_two_agents_run_shell_here_and_report_once_in_the_order_they_fin
                                                          "edit"]
     for call in turns + agents + compactions:
         assert (call.body["system"], call.body["tools"]) == (first["system"], first["tools"]), call.headers
+
+
+def test_r34_r38_a_report_logged_while_the_turn_works_joins_it_between_tool_calls(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    turn_may_go_on = Gate()
+
+    def rule(request):
+        opening, rounds = _opening(request), _rounds(request)
+        if "Compaction: " in request.last_user_text:
+            return Reply(Text("a line"))
+        if "the agent Beta's task" in opening:
+            return Reply(Text("Beta found 7."))
+        if rounds == 0:
+            return Reply(ToolCall("spawn", {"name": "Beta", "task": "find it"}, id="s1"))
+        if rounds == 1:  # the turn works on while Beta reports
+            return Reply(ToolCall("date", {"id": 0}, id="d1"), gate=turn_may_go_on)
+        return Reply(Text("Beta says 7."))
+
+    fake.rule(rule)
+    with ChatSession.open(settings) as session:
+        turn = session.send("Send Beta, then check the date.")
+        wait_until(lambda: _work(session) == ["[Beta] Beta found 7."], WAIT, "Beta's report")
+        turn_may_go_on.open()
+        events = until_end(session, turn)
+        report = next(i for i in range(session.count_messages())
+                      if session.node.ask("log_writer", schema.ReadMessage(i=i), timeout=30).kind == "work")
+        assert schema.TurnJoined(turn=turn, message=report) in events
+    turns = [c for c in fake.model_calls if c.headers.get("x-everchat-call") == "turn"]
+    last = turns[-1].body["messages"][-1]["content"]
+    texts = [block.get("text", "") for block in last if block.get("type") == "text"]
+    assert f"[An agent's report arrived while you worked (message {report}):]\n[Beta] Beta found 7." in texts

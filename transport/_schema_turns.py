@@ -239,6 +239,24 @@ class TurnToolResult(Message):
                    str_(preview, "TurnToolResult.preview"))
 
 
+@message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class ReportLogged(Message):
+    """Agents -> turn runner (tell): an agent's report was logged as `work` message(s) `ids`
+    with `text` (R38). A turn whose view does not hold it takes it in between its tool calls,
+    as the person's messages (R34: input and reports arrive between tool calls)."""
+    ids: list[int]
+    text: str
+
+    def to_wire(self) -> list:
+        return [self.ids, self.text]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> ReportLogged:
+        ids, text = fields(obj, 2, cls)
+        return cls(ints(ids, "ReportLogged.ids"), str_(text, "ReportLogged.text"))
+
+
 @message(DROP)
 @dataclass(frozen=True, slots=True)
 class TurnJoined(Message):

@@ -45,7 +45,7 @@ from ._schema_planner import (BuildJob, Built, BuildFailed, NodeBuilt, SettleVie
                               ResponseStarted, WaitBacklog)
 from ._schema_turns import (UserInput, InputLogged, StopTurn, TurnStatus, TurnState,
                             AwaitSubscriber, TurnStarted, TurnText, TurnThinking, TurnThinkingDone,
-                            TurnToolCall, TurnToolResult, TurnJoined, TurnEnded, Notice)
+                            TurnToolCall, TurnToolResult, TurnJoined, TurnEnded, Notice, ReportLogged)
 from ._schema_system import (Register, Directory, StatsRequest, StatsReply, Ping, Pong, ErrorReply,
                              Ack, SupervisorStatus, SupervisorState)
 from ._schema_devices import (RunJob, JobResult, StopJobs, ListDevices, DeviceList, JobOutput, AddDevice,
@@ -68,7 +68,7 @@ __all__ = [
     "UserInput", "InputLogged", "StopTurn", "TurnStatus", "TurnState", "AwaitSubscriber", "SaveDraft", "PutAsset",
     "AssetPut", "ReadAsset", "AssetData", "PlannerStatus", "PlannerState", "TurnStarted", "TurnText",
     "TurnThinking", "TurnThinkingDone", "TurnToolCall", "TurnToolResult", "TurnJoined", "TurnEnded",
-    "Notice", "ResponseStarted", "WaitBacklog", "RecordUsage", "SupervisorStatus", "SupervisorState",
+    "Notice", "ReportLogged", "ResponseStarted", "WaitBacklog", "RecordUsage", "SupervisorStatus", "SupervisorState",
     "RunJob", "JobResult", "StopJobs", "ListDevices", "DeviceList", "JobOutput", "AddDevice", "DeviceLink",
     "RemoveDevice", "EnrollDevice", "DeviceEnrolled", "PollJobs", "DeviceWork", "ReportJob", "DeviceOutput",
     # the agents' (R38)
