@@ -88,7 +88,10 @@ def test_ops_once_json_lists_every_actor_with_its_real_pid_and_host(chat):
     children = supervisor.children
     assert set(actors) == {"supervisor"} | set(children) | {f"node.{name}" for name in children}
     assert set(children) == set(actor_names(PLACEMENT))
-    assert all(set(row) == FIELDS for row in rows)
+    assert all(set(row) == FIELDS for row in rows if row["name"] != "agents")
+    # R38: the agents actor's row also carries its queue: how many work, who waits
+    assert set(actors["agents"]) == FIELDS | {"working", "queued"}
+    assert (actors["agents"]["working"], actors["agents"]["queued"]) == (0, [])
     assert actors["supervisor"]["pid"] == os.getpid()
     for name, child in children.items():
         assert actors[name]["pid"] == actors[f"node.{name}"]["pid"] == child.pid == child.process.pid
@@ -128,7 +131,8 @@ def test_ops_table_without_json_shows_every_actor_in_a_row_of_its_own(chat):
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["actor", "host", "pid", "depth", "handled", "errors", "dropped", "p50", "ms",
                                 "p99", "ms", "restarts", "last", "message"]
-    first = {line.split()[0]: line.split() for line in lines[2:]}
+    assert "  agents: 0 working; queued: none" in lines  # R38: the queue under the agents' row
+    first = {line.split()[0]: line.split() for line in lines[2:] if not line.startswith("  ")}
     names = {"supervisor", *supervisor.children, *(f"node.{name}" for name in supervisor.children)}
     gateways = {"gateway@supervisor", *(f"gateway@{name}" for name in supervisor.children)}
     assert set(first) == names | gateways

@@ -126,7 +126,7 @@ def test_p16_kill_9_of_ask_processes_right_after_its_input_is_logged_leaves_no_o
         call, _ = silent_model.accept()          # the turn called the model: its input is logged
         with call:
             children = _family(ask.pid)
-            assert len(children) == 6            # the fork server; log writer, planner, turn runner, 2 compactors
+            assert len(children) == 8            # the fork server; log writer, planner, devices, turn runner, agents, 2 compactors
             with ChatStore.open(chat, writer=False) as store:
                 assert store.message(store.message_count - 1).text == "a message logged just before the crash"
             freeze_then_kill_parent(ask, children)
@@ -156,7 +156,7 @@ def test_p16_kill_9_of_a_supervisor_takes_its_frozen_children_with_it(tmp_path):
     children: list[int] = []
     try:
         children = [int(pid) for pid in parent.stdout.readline().split()]
-        assert len(children) == 4 and not any(_gone(pid) for pid in children)
+        assert len(children) == 6 and not any(_gone(pid) for pid in children)  # with the devices and the agents
         freeze_then_kill_parent(parent, children)
         wait_until(lambda: all(_gone(pid) for pid in children), 30, "every child of the killed supervisor gone")
         ChatStore.open(chat, create=True).close()

@@ -38,7 +38,7 @@ def test_children_stop_when_their_supervisor_is_killed(tmp_path):
                               stdout=subprocess.PIPE, text=True)
     try:
         children = [int(pid) for pid in parent.stdout.readline().split()]
-        assert len(children) == 4 and all(_alive(pid) for pid in children)
+        assert len(children) == 6 and all(_alive(pid) for pid in children)  # with the devices and the agents
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
         deadline = time.monotonic() + 30
