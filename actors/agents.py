@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import socket
 import threading
 import time
 from collections import deque
@@ -47,6 +46,7 @@ from datetime import datetime
 from everchat.actors.call_texts import TURN_OPENING
 from everchat.actors.hands import HandTools, check_agent_name
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError, media_type
+from everchat.actors.model_calls import AskReader, computers_joined, configured_settings
 from everchat.actors.models import (ImageBlock, Message, ModelError, Request, TextBlock, ToolResultBlock,
                                     ToolUseBlock)
 from everchat.actors.prompt import chat_prompt, turn_text, view_blocks
@@ -80,7 +80,6 @@ STATES = ("queued", "working", "done", "stopped", "failed")
 _END_STATES = {"done": "done", "round_limit": "stopped", "stopped": "stopped", "error": "failed"}
 
 _ASK_SECONDS = 30.0
-_LIST_SECONDS = 5.0
 _RETRY_SECONDS = 0.5  # between tries of a report's delivery while the log writer is lost
 _POLL_SECONDS = 0.05
 
@@ -491,7 +490,7 @@ class AgentsActor(Actor):
         from everchat.actors.usage import Tally
 
         if self.settings == "configured":
-            self.settings = _configured_settings()
+            self.settings = configured_settings()
         self.tools_on = self.settings.devices
         # R34: the very prompt of the turn runner and the compactors (one cache entry). The
         # single placement's extra Python tools are the turn runner's alone: agents are
@@ -499,7 +498,7 @@ class AgentsActor(Actor):
         self.prompt = chat_prompt(self.settings, tuple(spec for spec, _ in self.extra_tools))
         self.book = AgentBook(self.limit or self.settings.agent_jobs or AGENT_LIMIT)
         self.usage = Tally()
-        self.memory = MemoryTools(_LogReader(self.node, self.log_writer), agents=self.transcript_page)
+        self.memory = MemoryTools(AskReader(self.node, self.log_writer), agents=self.transcript_page)
         try:
             self.connection = self.settings.reply.connect()
         except ModelError as error:  # a missing key is the first run's error, in its words
@@ -785,65 +784,11 @@ class AgentsActor(Actor):
         return self.connection
 
     def _computers(self) -> list[str]:
-        """R36 for an agent's header: the computers joined now, from the devices' hub (as
-        the turn runner's header has them); this computer alone when the hub is silent."""
-        here = [f"{socket.gethostname()} (this computer, the default)"]
-        list_devices = getattr(schema, "ListDevices", None)
-        if list_devices is None:
-            return here
-        try:
-            rows = self.node.ask(self.devices, list_devices(), timeout=_LIST_SECONDS).devices
-        except TransportError as error:
-            log.warning("%s: no device list for an agent's header: %s", self, error)
-            return here
-        names = [f"{row['name']} (this computer, the default)" for row in rows if row.get("local")]
-        names += [row["name"] for row in rows if not row.get("local") and row.get("online")]
-        return names
+        """R36 for an agent's header: the computers joined now, as the turn's header has them."""
+        return computers_joined(self.node, self.devices)
 
 
 _EVENT_CHARS = 300
-_SETTINGS_ENV = "EVERCHAT_TURN_SETTINGS"  # the turn runner's SETTINGS_ENV: one set of settings per chat
-
-
-def _configured_settings():
-    """The settings in a process of our own: the session's (the turn runner's variable,
-    `turn_runner.settings_flags`), else the usual flag-less load. Not imported from the
-    turn runner so that it may import this module (zoom("Name")) without a circle."""
-    import os
-
-    from everchat.actors.config import load
-
-    given = os.environ.get(_SETTINGS_ENV)
-    if not given:
-        return load()
-    flags = json.loads(given)
-    home = flags.pop("home", None)
-    return load(flags, home=home)
-
-
-class _LogReader:
-    """`memory_tools.MemoryReader` over asks to the log writer (as the turn runner's
-    `AskReader`, which this module does not import: see `_configured_settings`)."""
-
-    def __init__(self, node, log_writer: str) -> None:
-        self._node = node
-        self.log_writer = log_writer
-
-    def _ask(self, msg: schema.Message) -> schema.Message:
-        return self._node.ask(self.log_writer, msg, timeout=_ASK_SECONDS)
-
-    def count(self) -> int:
-        return self._ask(schema.CountMessages()).messages
-
-    def message(self, i: int) -> schema.MessageRecord:
-        return self._ask(schema.ReadMessage(i=i))
-
-    def node(self, l: int, i: int) -> str | None:  # noqa: E741
-        return self._ask(schema.ReadNodes(nodes=[(l, i)])).texts[0]
-
-    def asset(self, digest: str) -> bytes:
-        return self._ask(schema.ReadAsset(digest=digest)).data
-
 
 class _AgentIO:
     """`turns.TurnIO` for one run of one agent: the view from the planner, the steps into

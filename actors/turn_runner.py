@@ -21,11 +21,8 @@ log; only an unexpected failure is logged with its traceback.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -37,76 +34,15 @@ from everchat.actors.prompt import chat_prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns import Input, TurnRunner
 from everchat.actors.usage import metered, report
+from everchat.actors.model_calls import SETTINGS_ENV, AskReader, computers_joined, configured_settings, settings_flags
 from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["TurnRunnerActor", "AskReader", "SETTINGS_ENV", "settings_flags", "configured_settings"]
 
 log = logging.getLogger("everchat.turn_runner")
 
-SETTINGS_ENV = "EVERCHAT_TURN_SETTINGS"
-"""A turn runner started in its own process reads the session's settings (as flags, no
-keys: those come from the environment) from this variable."""
-
 _ASK_SECONDS = 30.0
-_LIST_SECONDS = 5.0
 _POLL_SECONDS = 0.05
-
-
-def settings_flags(settings) -> dict:
-    """The settings as `config.load` flags, so another process resolves the same ones
-    (keys stay in the environment)."""
-    flags: dict = {}
-    for role in ("reply", "compaction"):
-        model = getattr(settings, role)
-        for key in ("provider", "model", "base_url", "effort", "dummy_key"):
-            value = getattr(model, key)
-            if value is not None:
-                flags[f"{role}.{key}"] = value
-    flags["settle_timeout"] = settings.settle_timeout
-    flags["tool_rounds"] = settings.tool_rounds
-    flags["compaction_jobs"] = settings.compaction_jobs
-    flags["agent_jobs"] = settings.agent_jobs
-    flags["tools"] = settings.tools
-    if settings.instructions_file is not None and settings.sources.get("instructions", "default") != "default":
-        flags["instructions"] = str(settings.instructions_file)
-    flags["home"] = str(settings.home)
-    return flags
-
-
-def configured_settings():
-    """The settings of a turn runner in a process of its own: the session's (from
-    `SETTINGS_ENV`), else the usual flag-less load."""
-    from everchat.actors.config import load
-
-    given = os.environ.get(SETTINGS_ENV)
-    if not given:
-        return load()
-    flags = json.loads(given)
-    home = flags.pop("home", None)
-    return load(flags, home=home)
-
-
-class AskReader:
-    """`turns.MemoryReader` over asks to the log writer (the turn runner's and a session's)."""
-
-    def __init__(self, node, log_writer: str = "log_writer") -> None:
-        self._node = node
-        self.log_writer = log_writer
-
-    def _ask(self, msg: schema.Message) -> schema.Message:
-        return self._node.ask(self.log_writer, msg, timeout=_ASK_SECONDS)
-
-    def count(self) -> int:
-        return self._ask(schema.CountMessages()).messages
-
-    def message(self, i: int) -> schema.MessageRecord:
-        return self._ask(schema.ReadMessage(i=i))
-
-    def node(self, l: int, i: int) -> str | None:  # noqa: E741
-        return self._ask(schema.ReadNodes(nodes=[(l, i)])).texts[0]
-
-    def asset(self, digest: str) -> bytes:
-        return self._ask(schema.ReadAsset(digest=digest)).data
 
 
 class _Pending:
@@ -293,17 +229,8 @@ class TurnRunnerActor(Actor):
         return self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS).ids
 
     def _computers(self) -> list[str]:
-        """R36: the turn header's computers joined now, from the devices' hub: this
-        computer first (the default device), then every device online. A hub that does not
-        answer leaves this computer alone listed, and the log says why."""
-        try:
-            rows = self.node.ask("devices", schema.ListDevices(), timeout=_LIST_SECONDS).devices
-        except TransportError as error:
-            log.warning("%s: no device list for the turn header: %s", self, error)
-            return [f"{socket.gethostname()} (this computer, the default)"]
-        names = [f"{row['name']} (this computer, the default)" for row in rows if row.get("local")]
-        names += [row["name"] for row in rows if not row.get("local") and row.get("online")]
-        return names
+        """R36: the turn header's computers joined now (`model_calls.computers_joined`)."""
+        return computers_joined(self.node)
 
     def _connection(self):
         if self.connection is None:
