@@ -19,3 +19,12 @@ def env(tmp_path):
 def everchat(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def clean_home(tmp_path, monkeypatch) -> None:
+    """This process's environment cleaned as `env` cleans a child's: no keys, no EVERCHAT_
+    settings, Everchat's home in the test's folder."""
+    for key in list(os.environ):
+        if key.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))

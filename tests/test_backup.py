@@ -21,6 +21,7 @@ from everchat.actors.memory import Budget, refold
 from everchat.actors.store import ChatStore
 from everchat.frontends.cli import main
 from polling import wait_until
+from cli_world import clean_home
 
 #: A small sawtooth, so that a chat of a hundred short notes merges its view (R19, R25).
 BUDGET = Budget(ceiling=3000, floor=1500, cceiling=1200, cfloor=600)
@@ -30,11 +31,7 @@ WORDS = ["amber-42", "tree", "view", "sawtooth", "ünïcode", "日本語", "emoj
 
 @pytest.fixture(autouse=True)
 def env(tmp_path, monkeypatch):
-    """No keys, no EVERCHAT_ settings, Everchat's home in the test's folder."""
-    for key in list(os.environ):
-        if key.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
+    clean_home(tmp_path, monkeypatch)
 
 
 def note_text(n: int) -> str:

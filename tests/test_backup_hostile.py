@@ -19,13 +19,12 @@ from everchat.actors.backup import MANIFEST_NAME, RestoreRefused, restore, snaps
 from everchat.actors.chat import Chat
 from everchat.frontends.cli import main
 
+from cli_world import clean_home
+
 
 @pytest.fixture(autouse=True)
 def env(tmp_path, monkeypatch):
-    for key in list(os.environ):
-        if key.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
+    clean_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from everchat.actors.store import PART_BYTES, ChatStore, split_text
 from everchat.frontends.cli import main
 from everchat.frontends.commands_import import BATCH_BYTES, import_key, parts_of
 from everchat.frontends.progress import Progress
+from cli_world import clean_home
 
 # Each import runs both ways: summarized as it goes (the default, with the offline demo
 # model) and logged only, its summaries left for later.
@@ -36,11 +37,7 @@ WAYS = pytest.mark.parametrize("way", [["--demo"], ["--log-only"]], ids=["summar
 
 @pytest.fixture(autouse=True)
 def env(tmp_path, monkeypatch):
-    """A clean environment: no keys, no EVERCHAT_ settings, Everchat's home in the test's folder."""
-    for key in list(os.environ):
-        if key.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
+    clean_home(tmp_path, monkeypatch)
 
 WORDS = ["amber-42", "tree", "view", "sawtooth", "ünïcode", "日本語", "emoji🙂", "line", "log", "zoom"]
 

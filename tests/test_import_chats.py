@@ -23,6 +23,7 @@ from polling import folder_bytes, wait_until
 
 from everchat.actors.store import ChatStore
 from everchat.frontends.cli import main
+from cli_world import clean_home
 
 DATA = Path(__file__).parent / "data" / "import_chats"
 CHATGPT = DATA / "chatgpt" / "conversations.json"
@@ -31,11 +32,7 @@ CLAUDE_CODE = DATA / "claude-code" / "projects"
 
 @pytest.fixture(autouse=True)
 def env(tmp_path, monkeypatch):
-    """No keys, no EVERCHAT_ settings, Everchat's home and HOME in the test's folder."""
-    for key in list(os.environ):
-        if key.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
+    clean_home(tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
 
 
