@@ -360,3 +360,32 @@ def test_r24_a_chat_that_lost_view_json_is_backed_up_whole_and_refolds_the_same_
     restore(zip_path, new)
     with Chat.open(chat, writer=False) as original, Chat.open(new, writer=False) as restored:
         assert restored.view_lines() == original.view_lines()
+
+
+def test_r38_a_report_past_the_cut_is_unreported_in_the_backup_and_logged_once_after_restore(tmp_path):
+    """An agent's report logged to main/ after the saved view (past the cut) is not in the
+    backup: its transcript ends before that report's `reported` record, so the restored
+    chat's agents find it in their outbox and log it, by its key, once."""
+    from everchat.actors.agents import report_key
+    from everchat.actors.store import Transcripts
+
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=40)
+    saved = (chat / "view.json").read_bytes(), (chat / "compaction-view.json").read_bytes()
+    key, text = report_key("Ada", 1), "[Ada] found it"
+    transcripts = Transcripts(chat, writer=True)
+    transcripts.append("Ada", "user", "find it", "task-1")
+    transcripts.append("Ada", "work", text, "report-1", {"run": 1, "state": "done", "key": key})
+    with Chat.open(chat, budget=BUDGET) as writer:  # the report reaches the chat ...
+        (report,) = [writer.store.append_message("work", text, key=key, meta={"agent": "Ada", "run": 1})]
+    transcripts.append("Ada", "reported", key, "reported-1", {"run": 1, "ids": report})
+    (chat / "view.json").write_bytes(saved[0])  # ... after the view the planner saved last
+    (chat / "compaction-view.json").write_bytes(saved[1])
+
+    manifest = snapshot(chat, zip_path)
+    assert manifest["messages"] == 40 and manifest["log_messages"] == 41
+    restore(zip_path, new)
+    kinds = [record.kind for record in Transcripts(new, writer=False).records("Ada")]
+    assert kinds == ["user", "work"]  # the report waits in the outbox again
+    with ChatStore.open(new, writer=False) as store:
+        assert store.message_count == 40

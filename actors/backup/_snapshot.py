@@ -143,6 +143,51 @@ def _complete_lines(path: Path, size: int) -> int:
     return 0
 
 
+def _agents_at_the_cut(agents: list[tuple[Path, int]], messages: int) -> list[tuple[Path, int]]:
+    """R38 at the cut: each transcript ends before the first `reported` record of a report
+    logged as message `messages` or later (past the cut), so the restored chat's agents
+    find that report unreported in their outbox and log it once, by its key. A folder's
+    `repairs.json` gets, as its length, its transcript's copied length (see
+    `_transcript_repairs`)."""
+    cut: dict[Path, int] = {}
+    out = []
+    for path, length in agents:
+        if path.name == "transcript.jsonl":
+            length = _before_late_report(path, length, messages)
+            cut[path.parent] = length
+        out.append((path, length))
+    return [(path, cut.get(path.parent, 0) if path.name == "repairs.json" else length) for path, length in out]
+
+
+def _before_late_report(path: Path, length: int, messages: int) -> int:
+    with open(path, "rb") as f:
+        data = f.read(length)
+    position = 0
+    for line in data.splitlines(keepends=True):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None  # a torn line a writer terminated: copied as it is
+        if isinstance(record, dict) and record.get("kind") == "reported":
+            ids = (record.get("meta") or {}).get("ids") or []
+            if any(isinstance(i, int) and i >= messages for i in ids):
+                return position
+        position += len(line)
+    return length
+
+
+def _transcript_repairs(path: Path, length: int) -> bytes:
+    """A transcript's `repairs.json` (torn lines' offsets) with only the offsets the copied
+    transcript holds: a later record at a listed offset would be skipped as torn."""
+    try:
+        offsets = json.loads(read_small(path) or b"[]")
+    except ValueError as error:
+        raise BackupError(f"{path} is not valid JSON ({error}): run `everchat check`") from None
+    if not isinstance(offsets, list):
+        raise BackupError(f"{path} is not a list of offsets: run `everchat check`")
+    return json.dumps(sorted(o for o in offsets if isinstance(o, int) and o < length)).encode()
+
+
 def _regular_files(folder: Path) -> Iterator[Path]:
     """Regular files under `folder`, sorted, not following symlinks; no temporary files."""
     if not folder.is_dir() or folder.is_symlink():
@@ -229,8 +274,11 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
                         out.add(CVIEW_NAME, [cview_data])
                 for digest in sorted(cut.images):
                     out.add(f"assets/{digest}", _asset_chunks(chat, digest))
-                for path, length in agents:
-                    out.add(path.relative_to(chat).as_posix(), _file_chunks(path, length))
+                for path, length in _agents_at_the_cut(agents, messages):
+                    if path.name == "repairs.json":
+                        out.add(path.relative_to(chat).as_posix(), [_transcript_repairs(path, length)])
+                    else:
+                        out.add(path.relative_to(chat).as_posix(), _file_chunks(path, length))
                 if (chat / "usage.json").is_file():
                     out.add("usage.json", [read_small(chat / "usage.json") or b""])
                 for path in _regular_files(chat / "config"):
