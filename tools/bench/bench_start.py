@@ -17,7 +17,7 @@ One JSON line per figure:
     python -m everchat.tools.bench.bench_start [--runs 7] [--compaction-jobs 8]
 
 The compaction jobs (one worker process each with `--processes`) default to the
-configured default, 8: eleven actors in all.
+configured default, 8: thirteen actors in all (the device hub and the agents included).
 """
 
 from __future__ import annotations
