@@ -157,6 +157,11 @@ def _parser() -> argparse.ArgumentParser:
     web = command("web")
     web.add_argument("--workers", type=int, default=None,
                      help="compactor workers, 1 to 8 (R31; default compaction_jobs, as every command)")
+    web.add_argument("--tcp", action="store_true",
+                     help="the actors listen on tcp with CURVE keys, so other computers can join as devices "
+                          "(`everchat device add NAME`)")
+    web.add_argument("--listen", default=None, metavar="ADDRESS",
+                     help="with --tcp: the address other computers dial (default 127.0.0.1)")
     add_web_arguments(web)
     actor = command("actor")
     actor.add_argument("name", help="e.g. compactor.3")

@@ -74,8 +74,15 @@ def open_web_session(args: argparse.Namespace, settings):
     mode = "processes" if getattr(args, "processes", False) else "single"
     if mode == "processes" and getattr(args, "demo", False):
         os.environ["EVERCHAT_DEMO"] = "1"  # the actors' own processes read their settings from it
-    return start_session(settings, Placement(mode, workers=workers), attachable=True,
-                         what=f"cannot open the chat in {settings.chat_dir}: ")
+    # --tcp: the actors listen on tcp with CURVE keys, so other computers can join as
+    # devices (issue 11: `everchat device add NAME` works on the web page's server too)
+    tcp = bool(getattr(args, "tcp", False))
+    try:
+        placement = Placement(mode, workers=workers, transport="tcp" if tcp else "ipc",
+                              listen=getattr(args, "listen", None) or "127.0.0.1")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return start_session(settings, placement, attachable=True, what=f"cannot open the chat in {settings.chat_dir}: ")
 
 
 def _display() -> bool:
@@ -94,8 +101,8 @@ def _link_host(host: str, allow: list[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     """`everchat web`: serve the chat until interrupted; 0 after a clean stop."""
     check_web_flags(args)
-    if getattr(args, "tcp", False):
-        raise UsageError("serve --web runs the actors over ipc; --tcp goes without --web")
+    if getattr(args, "listen", None) is not None and not getattr(args, "tcp", False):
+        raise UsageError("--listen goes with --tcp: without it the actors talk over ipc sockets in the chat folder")
     settings = load_settings(args)
     from everchat.frontends.web import SessionStore, WebConfig, load_token, make_app, start_in_thread
 

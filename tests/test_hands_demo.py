@@ -111,3 +111,17 @@ def test_r39_a_joined_computer_reconnects_by_itself_when_the_server_is_started_a
     asked = _cli(server_home, "--demo", "ask", "run `pwd` on laptop")
     assert asked.returncode == 0, asked.stderr
     assert str(laptop_home / "work" / "main") in asked.stdout
+
+
+def test_r39_a_computer_joins_the_web_pages_server_started_with_tcp(tmp_path, processes):
+    """Issue 11: the web page's server is a server other computers can join too, with
+    `everchat web --tcp`; the page's chat then runs commands on the joined computer."""
+    server_home, laptop_home = tmp_path / "server", tmp_path / "laptop"
+    log = tmp_path / "web.log"
+    web = _start(processes, server_home, log, "--demo", "web", "--tcp", "--no-browser", "--port", "0")
+    wait_until(lambda: "the chat is at" in log.read_text() or web.poll() is not None, WAIT, "web --tcp up")
+    assert web.poll() is None, log.read_text()
+    _join(processes, tmp_path, server_home, laptop_home)
+    asked = _cli(server_home, "--demo", "ask", "run `pwd` on laptop")
+    assert asked.returncode == 0, asked.stderr
+    assert "attached to the running chat" in asked.stderr and str(laptop_home / "work" / "main") in asked.stdout
