@@ -46,7 +46,7 @@ from datetime import datetime
 from everchat.actors.call_texts import TURN_OPENING
 from everchat.actors.hands import HandTools, check_agent_name
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError, media_type
-from everchat.actors.model_calls import AskReader, computers_joined, configured_settings
+from everchat.actors.model_calls import AskReader, computers_joined, configured_settings, interruptible
 from everchat.actors.models import (ImageBlock, Message, ModelError, Request, TextBlock, ToolResultBlock,
                                     ToolUseBlock)
 from everchat.actors.prompt import chat_prompt, turn_text, view_blocks
@@ -81,7 +81,6 @@ _END_STATES = {"done": "done", "round_limit": "stopped", "stopped": "stopped", "
 
 _ASK_SECONDS = 30.0
 _RETRY_SECONDS = 0.5  # between tries of a report's delivery while the log writer is lost
-_POLL_SECONDS = 0.05
 
 
 class AgentError(ValueError):
@@ -838,7 +837,8 @@ class _AgentIO:
         tell, so an agent's draft would never be read."""
 
     def stream(self, request: Request) -> Iterator:
-        events = _interruptible(lambda: self.actor._connection().stream(request), self.stop, self.actor._halt)
+        events = interruptible(lambda: self.actor._connection().stream(request), self.stop, self.actor._halt,
+                               name="agent-stream")
         return metered(events, self._record_usage)
 
     def _record_usage(self, usage) -> None:
@@ -886,40 +886,3 @@ class _AgentIO:
 
     def clock(self) -> float:
         return time.monotonic()
-
-
-_DONE = object()
-
-
-def _interruptible(open_stream, stop: threading.Event, halt: threading.Event) -> Iterator:
-    """The model's events read in a thread of their own, so a stop ends the iteration at
-    once even while the stream waits (the turn runner's pattern, R37)."""
-    events: queue.Queue = queue.Queue()
-
-    def read() -> None:
-        try:
-            stream = open_stream()
-            try:
-                for event in stream:
-                    events.put(event)
-                    if stop.is_set() or halt.is_set():
-                        break
-            finally:
-                stream.close()
-        except BaseException as error:  # handed to the run, which reports it
-            events.put(error)
-        events.put(_DONE)
-
-    threading.Thread(target=read, name="agent-stream", daemon=True).start()
-    while True:
-        try:
-            item = events.get(timeout=_POLL_SECONDS)
-        except queue.Empty:
-            if stop.is_set() or halt.is_set():
-                return
-            continue
-        if item is _DONE:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item

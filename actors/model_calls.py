@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import socket
+import threading
+from collections.abc import Callable, Iterator
 
 from everchat.transport import TransportError, schema
 
-__all__ = ["AskReader", "SETTINGS_ENV", "computers_joined", "configured_settings", "settings_flags"]
+__all__ = ["AskReader", "SETTINGS_ENV", "computers_joined", "configured_settings", "interruptible", "settings_flags"]
 
 log = logging.getLogger("everchat.actors")
 
@@ -96,3 +99,45 @@ def computers_joined(node, devices: str = "devices") -> list[str]:
     names = [f"{row['name']} (this computer, the default)" for row in rows if row.get("local")]
     names += [row["name"] for row in rows if not row.get("local") and row.get("online")]
     return names
+
+
+_DONE = object()
+_POLL_SECONDS = 0.05
+
+
+def interruptible(open_stream: Callable[[], Iterator], *stops: threading.Event, name: str = "model-stream") -> Iterator:
+    """The model's events, read in a thread of their own so that any of `stops` ends the
+    iteration at once even while the stream waits for its next chunk (R37). The reader
+    closes the HTTP stream when it sees a stop."""
+    events: queue.Queue = queue.Queue()
+
+    def stopped() -> bool:
+        return any(stop.is_set() for stop in stops)
+
+    def read() -> None:
+        try:
+            stream = open_stream()
+            try:
+                for event in stream:
+                    events.put(event)
+                    if stopped():
+                        break
+            finally:
+                stream.close()
+        except BaseException as error:  # handed to the call, which reports it
+            events.put(error)
+        events.put(_DONE)
+
+    threading.Thread(target=read, name=name, daemon=True).start()
+    while True:
+        try:
+            item = events.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if stopped():
+                return
+            continue
+        if item is _DONE:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item

@@ -34,7 +34,8 @@ from everchat.actors.prompt import chat_prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns import Input, TurnRunner
 from everchat.actors.usage import metered, report
-from everchat.actors.model_calls import SETTINGS_ENV, AskReader, computers_joined, configured_settings, settings_flags
+from everchat.actors.model_calls import (SETTINGS_ENV, AskReader, computers_joined, configured_settings, interruptible,
+                                          settings_flags)
 from everchat.transport import Actor, TransportError, schema
 
 __all__ = ["TurnRunnerActor", "AskReader", "SETTINGS_ENV", "settings_flags", "configured_settings"]
@@ -42,7 +43,6 @@ __all__ = ["TurnRunnerActor", "AskReader", "SETTINGS_ENV", "settings_flags", "co
 log = logging.getLogger("everchat.turn_runner")
 
 _ASK_SECONDS = 30.0
-_POLL_SECONDS = 0.05
 
 
 class _Pending:
@@ -281,7 +281,7 @@ class _ShellIO:
 
     def stream(self, request: Request) -> Iterator:
         """The call's events; its `Usage` goes to the log writer's usage.json as it passes."""
-        events = _interruptible(lambda: self.actor._connection().stream(request), self.actor._halt)
+        events = interruptible(lambda: self.actor._connection().stream(request), self.actor._halt, name="turn-stream")
         return metered(events, self._record_usage)
 
     def _record_usage(self, usage) -> None:
@@ -352,41 +352,3 @@ class _ShellIO:
             self.publish("TurnEnded", turn=self.turn, reason="error", incomplete=False, detail=detail)
         except TransportError:
             log.error("%s: could not publish the end of turn %d", actor, self.turn)
-
-
-_DONE = object()
-
-
-def _interruptible(open_stream, stop: threading.Event) -> Iterator:
-    """The model's events, read in a thread of their own so a stop ends the iteration at
-    once even while the stream waits for its next chunk (R37). The reader closes the
-    HTTP stream when it sees the stop."""
-    events: queue.Queue = queue.Queue()
-
-    def read() -> None:
-        try:
-            stream = open_stream()
-            try:
-                for event in stream:
-                    events.put(event)
-                    if stop.is_set():
-                        break
-            finally:
-                stream.close()
-        except BaseException as error:  # handed to the turn, which reports it
-            events.put(error)
-        events.put(_DONE)
-
-    threading.Thread(target=read, name="turn-stream", daemon=True).start()
-    while True:
-        try:
-            item = events.get(timeout=_POLL_SECONDS)
-        except queue.Empty:
-            if stop.is_set():
-                return
-            continue
-        if item is _DONE:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
