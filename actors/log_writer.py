@@ -7,7 +7,8 @@ planner must see every message) and publishes one `MessageLogged` event per
 append for whoever else listens. It also adds up the model calls' token usage and
 failed compaction calls in usage.json (actors/usage.py), saved at most once a second
 while reports keep coming, and when it stops. The agents' transcripts (`agents/NAME/`,
-R38) are written here too, and only here (`AppendTranscript`).
+R38) are written here too, and only here (`AppendTranscript`), and so is the chat's goal
+(`goal.json`, issue 13: `SaveGoal`, `LoadGoal`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 
 from everchat.actors.chat import open_writer_store
 from everchat.actors.drafts import save_draft
+from everchat.actors.goals import Goal, load_goal, save_goal
 from everchat.actors.planning import records_after
-from everchat.actors.store import ChatStore, Transcripts
+from everchat.actors.store import ChatStore, CorruptRecord, Transcripts
 from everchat.actors.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
 from everchat.transport import Actor, TransportError, schema
 
@@ -196,6 +198,24 @@ class LogWriter(Actor):
     def on_save_draft(self, msg: schema.SaveDraft, delivery) -> schema.Ack:
         save_draft(self.store.path, msg.key, msg.text, msg.meta)
         return schema.Ack()
+
+    # -- the chat's goal (issue 13, actors/goals.py) ---------------------------------------
+
+    def on_save_goal(self, msg: schema.SaveGoal, delivery) -> schema.Ack:
+        """Replace goal.json (atomically), or remove it."""
+        save_goal(self.store.path, None if msg.goal is None else Goal.from_record(msg.goal, "SaveGoal"))
+        return schema.Ack()
+
+    def on_load_goal(self, msg: schema.LoadGoal, delivery) -> schema.GoalState:
+        """The saved goal. A goal.json that is not one is said (log and notice) and read as
+        no goal: it never keeps the chat from opening."""
+        try:
+            goal = load_goal(self.store.path)
+        except CorruptRecord as error:
+            log.error("%s: %s; the chat has no goal", self, error)
+            self.node.publish("turn", schema.Notice("warning", f"the saved goal was not read: {error}"))
+            return schema.GoalState(goal=None)
+        return schema.GoalState(goal=goal.to_record() if goal else None)
 
     def on_put_asset(self, msg: schema.PutAsset, delivery) -> schema.AssetPut:
         return schema.AssetPut(digest=self.store.put_asset(msg.data))

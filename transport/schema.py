@@ -26,7 +26,7 @@ Messages are shared, not copied, between actors of one process: treat their list
 fields as read-only.
 
 The types live in private modules by the actor that receives them (`_schema_store` for the
-log writer, `_schema_planner`, `_schema_turns`, `_schema_system`, `_schema_devices`) on the base in
+log writer, `_schema_planner`, `_schema_turns`, `_schema_system`, `_schema_devices`, `_schema_goals`) on the base in
 `_schema_base`; this module is their one namespace: `schema.Append`, `schema.types()`.
 """
 
@@ -54,6 +54,8 @@ from ._schema_devices import (RunJob, JobResult, StopJobs, ListDevices, DeviceLi
 from ._schema_agents import (SpawnAgent, AgentAccepted, TellAgent, StopAgent, ListAgents, AgentList,
                              AgentEvent, AppendTranscript, ReadTranscript, TranscriptPage,
                              ReadTranscriptRecords, TranscriptRecords, ListTranscripts, TranscriptList)
+from ._schema_goals import (SetGoal, HaltGoal, GoalStatus, GoalState, GoalEvent, AfterTurnFailed, SaveGoal,
+                            LoadGoal)
 
 __all__ = [
     "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types",
@@ -75,4 +77,6 @@ __all__ = [
     "SpawnAgent", "AgentAccepted", "TellAgent", "StopAgent", "ListAgents", "AgentList", "AgentEvent",
     "AppendTranscript", "ReadTranscript", "TranscriptPage", "ReadTranscriptRecords", "TranscriptRecords",
     "ListTranscripts", "TranscriptList",
+    # goals and after-turn hooks (issue 13)
+    "SetGoal", "HaltGoal", "GoalStatus", "GoalState", "GoalEvent", "AfterTurnFailed", "SaveGoal", "LoadGoal",
 ]

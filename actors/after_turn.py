@@ -1,0 +1,151 @@
+"""The after-turn command (issue 13, docs/GOALS.md): `--after-turn 'COMMAND'` runs a local
+command after each turn.
+
+- It runs with `/bin/sh -c COMMAND` in a session of its own (its own process group), with
+  stdin from /dev/null (no chat text reaches it), its output to a temporary file (the end
+  of which a failure shows), for at most `LIMIT` seconds: then the whole group is killed.
+- Its environment is the chat's without model credentials: `ANTHROPIC_API_KEY`,
+  `OPENAI_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CODEX_API_KEY`, `BRAVE_SEARCH_API_KEY`, any
+  other `*_API_KEY` and `*_AUTH_TOKEN`, and the turn runner's settings variable. Added:
+  `EVERCHAT_TURN` (the id of the message that opened the turn), `EVERCHAT_CHAT` (the chat
+  folder) and `EVERCHAT_HOME` (Everchat's home, as the chat uses it).
+- It runs in the chat process's working folder (where Everchat was started); what it leaves
+  running in its process group when it exits is ended with it.
+- `HookRunner` runs them one at a time, in the order the turns ended, on a thread of its
+  own: a slow command never delays the next turn, and commands never overlap.
+- A failure (a non-zero exit, the time limit, a command that cannot start) goes to
+  `on_failure(turn, detail)`; it never touches the log, so a saved reply stays saved.
+
+Works on Linux and macOS: only `subprocess`, `os.killpg` and `start_new_session`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["LIMIT", "HookResult", "HookRunner", "hook_env", "run_hook"]
+
+log = logging.getLogger("everchat.after_turn")
+
+LIMIT = 30.0
+"""Seconds an after-turn command may run."""
+
+TAIL_CHARS = 2000
+"""How much of a failed command's output is shown."""
+
+_SECRET_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY",
+                           "BRAVE_SEARCH_API_KEY", "EVERCHAT_TURN_SETTINGS"})
+
+
+def _secret(name: str) -> bool:
+    upper = name.upper()
+    return upper in _SECRET_NAMES or upper.endswith("_API_KEY") or upper.endswith("_AUTH_TOKEN")
+
+
+def hook_env(environ: Mapping[str, str], turn: int, chat: Path | str, home: Path | str) -> dict[str, str]:
+    """The command's environment: `environ` without credentials, plus the turn's facts."""
+    env = {name: value for name, value in environ.items() if not _secret(name)}
+    env["EVERCHAT_TURN"] = str(turn)
+    env["EVERCHAT_CHAT"] = str(chat)
+    env["EVERCHAT_HOME"] = str(home)
+    return env
+
+
+@dataclass(frozen=True)
+class HookResult:
+    ok: bool
+    detail: str = ""
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except OSError:  # no process groups here: the shell at least
+        proc.kill()
+
+
+def run_hook(command: str, env: Mapping[str, str], *, limit: float = LIMIT, cwd: str | Path | None = None) -> HookResult:
+    """Run `command` once (see the module's docstring); its result, never an exception."""
+    with tempfile.TemporaryFile() as out:
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True)
+        except OSError as error:
+            return HookResult(False, f"the after-turn command could not start: {error}")
+        try:
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            return HookResult(False, f"the after-turn command was killed after {limit:g} s{_tail(out)}")
+        _kill_group(proc)  # what it left running in its group ends with it
+        if code != 0:
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            return HookResult(False, f"the after-turn command failed ({how}){_tail(out)}")
+        return HookResult(True)
+
+
+def _tail(out) -> str:
+    out.seek(0, os.SEEK_END)
+    size = out.tell()
+    out.seek(max(0, size - TAIL_CHARS * 4))
+    text = out.read().decode("utf-8", "replace")[-TAIL_CHARS:].strip()
+    return f":\n{text}" if text else ""
+
+
+class HookRunner:
+    """Runs the after-turn command for each ended turn, one at a time, in order, on its
+    own thread. `submit(turn)` returns at once; `close()` ends the thread after the
+    command running now (the rest are dropped)."""
+
+    def __init__(self, command: str, *, chat: Path | str, home: Path | str,
+                 on_failure: Callable[[int, str], None], limit: float = LIMIT,
+                 environ: Mapping[str, str] | None = None, on_done: Callable[[int, HookResult], None] | None = None
+                 ) -> None:
+        self.command = command
+        self.chat = chat
+        self.home = home
+        self.limit = limit
+        self.on_failure = on_failure
+        self.on_done = on_done
+        self.environ = environ
+        self._queue: queue.Queue = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="after-turn", daemon=True)
+        self._thread.start()
+
+    def submit(self, turn: int) -> None:
+        if not self._closed:
+            self._queue.put(turn)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join(timeout=timeout)
+
+    def _run(self) -> None:
+        while True:
+            turn = self._queue.get()
+            if turn is None or self._closed:
+                return
+            env = hook_env(os.environ if self.environ is None else self.environ, turn, self.chat, self.home)
+            result = run_hook(self.command, env, limit=self.limit)
+            if not result.ok:
+                log.warning("turn %d: %s", turn, result.detail)
+                try:
+                    self.on_failure(turn, result.detail)
+                except Exception:  # the next command still runs
+                    log.exception("the after-turn failure of turn %d was not reported", turn)
+            if self.on_done is not None:
+                self.on_done(turn, result)
