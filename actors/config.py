@@ -12,6 +12,7 @@ the file is an error, and no repr, log line or error shows one.
     agent_jobs = 8               # R38, agents working at once, 1 to 8
     tools = "on"                 # "off": no device tools (shell, read, write, edit), R34
     instructions = "instructions.md"   # the person's own instructions (R34), beside the file
+    after_turn = "make test"     # a local command run after each turn (issue 13, docs/GOALS.md)
 
     [reply]
     provider = "anthropic"       # anthropic | openai | openai-chat | demo
@@ -67,7 +68,7 @@ DEFAULT_MODELS = {
 }
 
 _MODEL_KEYS = ("provider", "model", "base_url", "effort", "dummy_key")
-_TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions", "agent_jobs", "tools")
+_TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions", "agent_jobs", "tools", "after_turn")
 KEYS = tuple(f"{role}.{key}" for role in ("reply", "compaction") for key in _MODEL_KEYS) + _TOP_KEYS
 
 ENV = {key: "EVERCHAT_" + key.replace(".", "_").upper() for key in KEYS}
@@ -136,6 +137,8 @@ class Settings:
     """R38: agents working at once (1 … 8); the others queue."""
     tools: str = "on"
     """"on" or "off": with "off" a run offers no device tools and no computers paragraph (R34)."""
+    after_turn: str = ""
+    """A command run after each turn (issue 13, actors/after_turn.py); "" for none."""
 
     @property
     def devices(self) -> bool:
@@ -171,6 +174,7 @@ class Settings:
                 "settle_timeout": self.settle_timeout, "tool_rounds": self.tool_rounds,
                 "compaction_jobs": self.compaction_jobs, "agent_jobs": self.agent_jobs, "tools": self.tools,
                 "instructions": str(self.instructions_file) if self.instructions_file else None,
+                "after_turn": self.after_turn or None,
                 "config_file": str(self.config_file) if self.config_file else None}
 
 
@@ -404,10 +408,14 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
         instructions_file = Path(str(instructions)).expanduser()
         if not instructions_file.is_absolute() and sources["instructions"] == "file":
             instructions_file = config_path.parent / instructions_file
+    after_turn = values.get("after_turn") or ""
+    if not isinstance(after_turn, str):
+        raise ConfigError(f"after_turn ({where('after_turn')}) is a command (text), not {after_turn!r}")
     data_dir = Path(str(given["data_dir"])).expanduser() if given.get("data_dir") else None
     return Settings(reply, compaction, settle, rounds, jobs, instructions_file, home_path,
                     config_path if config_path.exists() else None,
-                    {key: sources.get(key, "default") for key in KEYS}, data_dir, agent_jobs=agent_jobs, tools=tools)
+                    {key: sources.get(key, "default") for key in KEYS}, data_dir, agent_jobs=agent_jobs, tools=tools,
+                    after_turn=after_turn)
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
@@ -437,3 +445,5 @@ def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) ->
     group.add_argument("--tools", default=unset, choices=("on", "off"),
                        help="off: no device tools (shell, read, write, edit) for this run (R34, default on)")
     group.add_argument("--instructions", default=unset, help="a file with your own instructions (R34)")
+    group.add_argument("--after-turn", dest="after_turn", default=unset, metavar="COMMAND",
+                       help="a local command run after each turn (/bin/sh -c, 30 s, no keys; docs/GOALS.md)")

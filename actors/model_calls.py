@@ -45,6 +45,10 @@ def settings_flags(settings) -> dict:
     flags["compaction_jobs"] = settings.compaction_jobs
     flags["agent_jobs"] = settings.agent_jobs
     flags["tools"] = settings.tools
+    if getattr(settings, "after_turn", ""):
+        flags["after_turn"] = settings.after_turn
+    if getattr(settings, "data_dir", None) is not None:
+        flags["data_dir"] = str(settings.data_dir)
     if settings.instructions_file is not None and settings.sources.get("instructions", "default") != "default":
         flags["instructions"] = str(settings.instructions_file)
     flags["home"] = str(settings.home)

@@ -61,13 +61,14 @@ __all__ = ["ChatSession", "AttachedSession", "TurnEvent", "ZoomError", "EVENT_TY
 
 TurnEvent = (schema.TurnStarted | schema.TurnText | schema.TurnThinking | schema.TurnThinkingDone
              | schema.TurnToolCall | schema.TurnToolResult | schema.TurnJoined | schema.TurnEnded | schema.Notice
-             | schema.AgentEvent | schema.JobOutput)
+             | schema.AgentEvent | schema.JobOutput | schema.GoalEvent | schema.AfterTurnFailed)
 
 EVENT_TYPES = (schema.TurnStarted, schema.TurnText, schema.TurnThinking, schema.TurnThinkingDone,
                schema.TurnToolCall, schema.TurnToolResult, schema.TurnJoined, schema.TurnEnded, schema.Notice,
-               schema.AgentEvent, schema.JobOutput)
+               schema.AgentEvent, schema.JobOutput, schema.GoalEvent, schema.AfterTurnFailed)
 """What `next_event` hands out: the turn's events, notices, the agents' news (topic "agent",
-R38) and shell output as it comes (topic "device", R39)."""
+R38), shell output as it comes (topic "device", R39), and the goal's news and failed
+after-turn commands (topic "turn", issue 13)."""
 
 log = logging.getLogger("everchat.session")
 
@@ -299,6 +300,23 @@ class ChatSession:
         """/stop, Ctrl-C: end the running call. What was streamed is kept, logged marked
         incomplete (R37); the chat is ready for the next input. No turn: nothing happens."""
         self._ask("turn_runner", schema.StopTurn(), timeout=_ASK_SECONDS)
+
+    # -- goals (issue 13, docs/GOALS.md) -------------------------------------------------
+
+    def goal(self, text: str) -> schema.InputLogged:
+        """/goal TEXT: make TEXT the chat's goal and send it as a message (a turn, or input
+        joining the running one). The turn runner then checks after each turn and goes on
+        until the goal is met, /halt, or 30 turns in a row."""
+        msg = schema.SetGoal(text=text, key=f"input-{uuid.uuid4().hex}")
+        return self._ask("turn_runner", msg, timeout=self.settings.settle_timeout + 2 * _ASK_SECONDS)
+
+    def halt_goal(self) -> None:
+        """/halt: drop the goal; a running reply finishes (/stop stops it)."""
+        self._ask("turn_runner", schema.HaltGoal(), timeout=_ASK_SECONDS)
+
+    def goal_status(self) -> dict | None:
+        """The chat's goal (`goals.Goal.to_record()`: text, state, turns, detail), or None."""
+        return self._ask("turn_runner", schema.GoalStatus(), timeout=_ASK_SECONDS).goal
 
     def next_event(self, timeout: float | None = None) -> TurnEvent | None:
         """The next turn event or notice, in order; None after `timeout` seconds."""

@@ -17,6 +17,14 @@ A turn that fails before its message is logged (the planner or the log writer lo
 it settles) publishes nothing: no turn began, and the sender's ask gets the error (the
 session repeats it once the actor runs again). A lost actor is one error line in the
 log; only an unexpected failure is logged with its traceback.
+
+Goals and the after-turn command (issue 13, docs/GOALS.md): the chat's goal lives here, in
+a `goals.GoalBook` (its file `goal.json` written by the log writer: `SaveGoal`), so every
+front end sees the same goal and it runs with any or none of them. After each turn the
+worker thread makes the goal's check (one tool-less call of the reply model) and, while
+the goal is not met, starts the next turn with `goals.CONTINUE`, as input of the person's
+would (a person's input that came first takes its place). The after-turn command runs on
+a thread of its own (`after_turn.HookRunner`), so a slow one never delays the next turn.
 """
 
 from __future__ import annotations
@@ -25,10 +33,14 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from everchat.actors.models import ImageBlock, ModelError, Request
+from everchat.actors.models import ImageBlock, Message, ModelError, Request, TextBlock, TextDelta, Usage
+from everchat.actors.after_turn import HookRunner
+from everchat.actors.goals import (CHECK_MAX_TOKENS, CHECK_SYSTEM, CONTINUE, TURN_LIMIT, Goal, GoalBook, Step,
+                                   check_text)
 from everchat.actors.hands import MAIN, HandTools
 from everchat.actors.prompt import chat_prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
@@ -49,8 +61,9 @@ class _Pending:
     """An input of the running turn and the asks waiting for its ids: one, or more when
     the sender repeated it (same key) before it was logged. `ids` once logged."""
 
-    def __init__(self, msg: schema.UserInput, delivery, joined: bool) -> None:
+    def __init__(self, msg: schema.UserInput, delivery, joined: bool, meta: dict | None = None) -> None:
         self.msg = msg
+        self.meta = meta  # {"goal": "set" | "continue"}: the message came from the goal
         self.deliveries = [delivery] if delivery is not None else []
         self.joined = joined
         self.ids: list[int] | None = None
@@ -74,7 +87,7 @@ class TurnRunnerActor(Actor):
     `handler(arguments: dict) -> str | ToolOutcome`, run in the turn's thread."""
 
     def __init__(self, settings="configured", extra_tools: Sequence = (), log_writer: str = "log_writer",
-                 planner: str = "planner") -> None:
+                 planner: str = "planner", goal_limit: int = TURN_LIMIT, hook_limit: float | None = None) -> None:
         super().__init__()
         self.settings = settings
         self.extra_tools = tuple(extra_tools)
@@ -93,6 +106,12 @@ class TurnRunnerActor(Actor):
         self._halt = threading.Event()
         self._work: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
+        self.goals = GoalBook(limit=goal_limit)  # issue 13: the chat's goal, under _goal_lock
+        self._goal_lock = threading.RLock()
+        self._goal_halt = threading.Event()  # a /halt ends a running goal check
+        self._goal_loaded = False
+        self.hook_limit = hook_limit
+        self.hooks: HookRunner | None = None
 
     def on_start(self) -> None:
         """Runs in the actor's thread: read the settings, build the chat's one prompt
@@ -122,30 +141,42 @@ class TurnRunnerActor(Actor):
             self.connection = self.settings.reply.connect()
         except ModelError as error:  # a missing key is the first turn's error, in its words
             log.warning("%s: no reply model yet: %s", self, error)
+        command = getattr(self.settings, "after_turn", "")
+        if command:
+            from everchat.actors.after_turn import LIMIT
+
+            self.hooks = HookRunner(command, chat=self.settings.chat_dir, home=self.settings.home,
+                                    on_failure=self._hook_failed,
+                                    limit=self.hook_limit if self.hook_limit is not None else LIMIT)
         self._worker = threading.Thread(target=self._run_turns, name=f"{self.name}-turns", daemon=True)
         self._worker.start()
 
     def on_stop(self) -> None:
         """Runs in the actor's thread: stop the running call and the worker."""
         self._halt.set()
+        self._goal_halt.set()
         self._work.put(None)
         if self._worker is not None:
             self._worker.join(timeout=5)
+        if self.hooks is not None:
+            self.hooks.close()
         super().on_stop()
 
     # -- messages ----------------------------------------------------------------------
 
-    def on_user_input(self, msg: schema.UserInput, delivery):
+    def on_user_input(self, msg: schema.UserInput, delivery, meta: dict | None = None):
         """R36: start a turn, or join the running one (answered once the input is logged).
         An input resent with the key of one the running turn already has (P4: the session
         repeats its asks after a lost actor) gets that one's ids and is handed to the
-        call once."""
+        call once. A goal counts its turns in a row from the person's last word."""
+        if meta is None:
+            self._goal_step(lambda book: book.person_spoke())
         with self._lock:
             if not self._active:
                 self._active = True
                 self._turn = -1
                 self._halt.clear()
-                pending = _Pending(msg, delivery, joined=False)
+                pending = _Pending(msg, delivery, joined=False, meta=meta)
                 self._inputs = {msg.key: pending} if msg.key else {}
                 self._work.put(pending)
                 return None
@@ -156,17 +187,84 @@ class TurnRunnerActor(Actor):
                     return None
                 return schema.InputLogged(ids=same.ids, turn=self._turn, joined=same.joined)
             if self._turn < 0:  # the turn settles its view: logged right after its own message
-                pending = _Pending(msg, delivery, joined=True)
+                pending = _Pending(msg, delivery, joined=True, meta=meta)
                 self._unlogged.append(pending)
                 reply = None
             else:
-                pending = _Pending(msg, None, joined=True)
-                pending.ids = self._append("user", msg.text, msg.key, msg.images)
+                pending = _Pending(msg, None, joined=True, meta=meta)
+                pending.ids = self._append("user", msg.text, msg.key, msg.images, meta)
                 self._joined.append(Input(tuple(pending.ids), msg.text, tuple(msg.images)))
                 reply = schema.InputLogged(ids=pending.ids, turn=self._turn, joined=True)
             if msg.key:
                 self._inputs[msg.key] = pending
             return reply
+
+    # -- goals (issue 13) ------------------------------------------------------------------
+
+    def on_set_goal(self, msg: schema.SetGoal, delivery):
+        """Make `text` the goal (replacing any other) and send it as the person's message."""
+        self._load_goal()
+        step = self._goal_step(lambda book: book.set(msg.text))
+        self._goal_halt.clear()
+        self._goal_event("set", step.goal)
+        return self.on_user_input(schema.UserInput(text=msg.text, images=[], key=msg.key), delivery,
+                                  meta={"goal": "set"})
+
+    def on_halt_goal(self, msg: schema.HaltGoal, delivery) -> schema.GoalState:
+        """Drop the goal: no check and no continuation after the running turn, which
+        finishes (/stop stops it); a running check ends at once."""
+        self._load_goal()
+        with self._goal_lock:
+            had = self.goals.goal
+            self._goal_step(lambda book: book.halt())
+            self._goal_halt.set()
+        if had is not None:
+            self._goal_event("halted", had, "Goal dropped.")
+        return schema.GoalState(goal=None)
+
+    def on_goal_status(self, msg: schema.GoalStatus, delivery) -> schema.GoalState:
+        self._load_goal()
+        with self._goal_lock:
+            goal = self.goals.goal
+        return schema.GoalState(goal=goal.to_record() if goal else None)
+
+    def _load_goal(self) -> None:
+        """The saved goal, once (the worker's start, or the first goal message before it)."""
+        with self._goal_lock:
+            if self._goal_loaded:
+                return
+            record = self.node.ask(self.log_writer, schema.LoadGoal(), timeout=_ASK_SECONDS).goal
+            self.goals.goal = Goal.from_record(record) if record else None
+            self._goal_loaded = True
+
+    def _goal_step(self, change) -> Step:
+        """Apply `change(book)` and save the goal when it changed (through the log writer,
+        the chat folder's one writer)."""
+        with self._goal_lock:
+            if not self._goal_loaded:
+                self._load_goal()
+            before = self.goals.goal
+            step = change(self.goals)
+            if self.goals.goal != before:
+                record = self.goals.goal.to_record() if self.goals.goal else None
+                self.node.ask(self.log_writer, schema.SaveGoal(goal=record), timeout=_ASK_SECONDS)
+            if step.detail == "resumed":
+                self._goal_event("resumed", step.goal, "")
+            return step
+
+    def _goal_event(self, event: str, goal: Goal | None, detail: str = "") -> None:
+        try:
+            self.node.publish("turn", schema.GoalEvent(event=event, goal=goal.text if goal else "",
+                                                       turns=goal.turns if goal else 0, detail=detail))
+        except TransportError as error:
+            log.warning("%s: goal event %s not published: %s", self, event, error)
+
+    def _hook_failed(self, turn: int, detail: str) -> None:
+        """Runs in the after-turn thread: shown apart from the reply, which stays saved."""
+        try:
+            self.node.publish("turn", schema.AfterTurnFailed(turn=turn, detail=detail))
+        except TransportError as error:
+            log.warning("%s: after-turn failure of turn %d not published: %s", self, turn, error)
 
     def on_report_logged(self, msg: schema.ReportLogged, delivery) -> None:
         """R34, R38: an agent's report, logged meanwhile, joins the running call between its
@@ -208,13 +306,19 @@ class TurnRunnerActor(Actor):
     # -- the worker thread --------------------------------------------------------------
 
     def _run_turns(self) -> None:
+        try:
+            self._resume_goal()
+        except TransportError as error:  # the log writer is not there yet: the first goal message loads it
+            log.warning("%s: the saved goal was not read at start: %s", self, error)
         while True:
             pending = self._work.get()
             if pending is None:
                 return
             io = _ShellIO(self, pending)
+            end = None
             try:
-                self.core.run(io)
+                self._goal_step(lambda book: book.turn_started())
+                end = self.core.run(io)
             except TransportError as error:  # the planner or the log writer was lost: no bug of ours
                 log.error("%s: the turn for %r failed: %s: %s", self, pending.msg.text[:40], type(error).__name__,
                           error)
@@ -222,6 +326,105 @@ class TurnRunnerActor(Actor):
             except Exception as error:  # the turn is over; the person hears why
                 log.exception("%s: the turn for %r failed", self, pending.msg.text[:40])
                 io.failed(error)
+            if io.turn >= 0 and self.hooks is not None:
+                self.hooks.submit(io.turn)
+            try:
+                self._after_turn(end.reason if end is not None else "error", io.messages)
+            except Exception:  # the goal pauses no later than the next turn's end; the worker goes on
+                log.exception("%s: the goal's step after turn %d failed", self, io.turn)
+
+    # -- the goal's loop (the worker thread) ------------------------------------------------
+
+    def _resume_goal(self) -> None:
+        """At start, a saved goal: shown, and continued unless its turn was cut short."""
+        self._load_goal()
+        with self._goal_lock:
+            if self.goals.goal is None:
+                return
+            step = self._goal_step(lambda book: book.restarted())
+        if step.action == "check":
+            self._goal_event("resumed", step.goal, "after a restart")
+        elif step.goal is not None:  # paused now, or before the restart: it waits for the person
+            self._goal_event("paused", step.goal, step.goal.detail)
+        if step.action == "check":
+            self._check_and_go_on(self._last_turn())
+
+    def _last_turn(self) -> list[tuple[str, str]]:
+        """The messages of the log's last turn (from its last `user` message on), for a
+        check made after a restart."""
+        count = self.node.ask(self.log_writer, schema.CountMessages(), timeout=_ASK_SECONDS).messages
+        messages: list[tuple[str, str]] = []
+        for i in range(count - 1, max(-1, count - 200), -1):
+            record = self.node.ask(self.log_writer, schema.ReadMessage(i=i), timeout=_ASK_SECONDS)
+            messages.insert(0, (record.kind, record.text))
+            if record.kind == "user":
+                break
+        return messages
+
+    def _after_turn(self, reason: str, messages: list[tuple[str, str]]) -> None:
+        step = self._goal_step(lambda book: book.turn_ended(reason))
+        if step.action == "pause":
+            self._goal_event("paused", step.goal, step.detail)
+        elif step.action == "check":
+            self._check_and_go_on(messages)
+
+    def _check_and_go_on(self, messages: list[tuple[str, str]]) -> None:
+        with self._goal_lock:
+            goal = self.goals.goal
+            self._goal_halt.clear()
+        if goal is None or goal.state != "active":
+            return
+        try:
+            answer = self._check(goal, messages)
+        except Exception as error:  # a failed check pauses the goal: it never loops
+            if self._goal_halt.is_set():
+                return
+            log.warning("%s: the goal check failed: %s: %s", self, type(error).__name__, error)
+            step = self._goal_step(lambda book: book.check_failed(f"{type(error).__name__}: {error}"))
+        else:
+            if self._goal_halt.is_set():
+                return  # halted while it checked
+            step = self._goal_step(lambda book: book.checked(answer))
+        if step.action == "met":
+            self._goal_event("met", goal, step.detail)
+        elif step.action == "pause":
+            self._goal_event("paused", step.goal, step.detail)
+        elif step.action == "continue":
+            self._continue(step.goal, step.detail)
+
+    def _check(self, goal: Goal, messages: list[tuple[str, str]]) -> str:
+        """The goal's check: one call of the reply model, no tools, a short answer."""
+        request = Request(model=self.settings.reply.model, system=CHECK_SYSTEM, cache_system=False,
+                          messages=(Message("user", (TextBlock(check_text(goal.text, messages)),)),),
+                          max_tokens=CHECK_MAX_TOKENS, timeout=120.0, label="goal-check")
+        text: list[str] = []
+        for event in interruptible(lambda: self._connection().stream(request), self._goal_halt, name="goal-check"):
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, Usage):
+                self.core.usage.count(event)
+                try:
+                    self.node.tell(self.log_writer, report("turns", event))
+                except TransportError as error:
+                    log.warning("%s: usage not recorded: %s", self, error)
+        if self._goal_halt.is_set():
+            raise ModelError("the check was stopped")
+        return "".join(text)
+
+    def _continue(self, goal: Goal, why: str) -> None:
+        """The next turn starts with the continuation message, unless input of the
+        person's started one meanwhile (that turn is checked when it ends)."""
+        msg = schema.UserInput(text=CONTINUE, images=[], key=f"goal-{uuid.uuid4().hex}")
+        with self._lock:
+            if self._active:
+                return
+            self._active = True
+            self._turn = -1
+            self._halt.clear()
+            pending = _Pending(msg, None, joined=False, meta={"goal": "continue"})
+            self._inputs = {msg.key: pending}
+            self._work.put(pending)
+        self._goal_event("continuing", goal, why)
 
     def _append(self, kind: str, text: str, key: str, images: Sequence[str] = (),
                 meta: dict | None = None) -> list[int]:
@@ -247,6 +450,7 @@ class _ShellIO:
         self.node = actor.node
         self.turn = -1
         self.answered = False
+        self.messages: list[tuple[str, str]] = []  # (kind, text) of what this turn logged: the goal's check reads them
 
     def settle(self) -> schema.SettledView:
         actor = self.actor
@@ -259,7 +463,8 @@ class _ShellIO:
 
     def begin(self) -> Input:
         actor, msg = self.actor, self.pending.msg
-        ids = actor._append("user", msg.text, msg.key, msg.images)
+        ids = actor._append("user", msg.text, msg.key, msg.images, self.pending.meta)
+        self.messages.append(("user", msg.text))
         self.turn = ids[0]
         with actor._lock:
             self.pending.logged(ids, self.turn)
@@ -267,13 +472,14 @@ class _ShellIO:
             actor._turn = self.turn
             while actor._unlogged:  # each leaves the list once logged: a failure fails the rest
                 later = actor._unlogged[0]
-                later_ids = actor._append("user", later.msg.text, later.msg.key, later.msg.images)
+                later_ids = actor._append("user", later.msg.text, later.msg.key, later.msg.images, later.meta)
                 actor._unlogged.pop(0)
                 actor._joined.append(Input(tuple(later_ids), later.msg.text, tuple(later.msg.images)))
                 later.logged(later_ids, self.turn)
         return Input(tuple(ids), msg.text, tuple(msg.images))
 
     def log(self, kind, text, key, images=(), meta=None) -> list[int]:
+        self.messages.append((kind, text))
         return self.actor._append(kind, text, key, images, meta)
 
     def save_draft(self, key, text, meta) -> None:
@@ -305,6 +511,7 @@ class _ShellIO:
         actor = self.actor
         with actor._lock:
             items, actor._joined = actor._joined, []
+            self.messages += [("user" if item.origin == "person" else "work", item.text) for item in items]
             if final and not items:
                 actor._active = False
                 actor._turn = -1
