@@ -1,0 +1,133 @@
+"""The after-turn command (issue 13, actors/after_turn.py, docs/GOALS.md): it runs after each
+turn, one at a time and in order, without the model credentials, with nothing on its input;
+the time limit kills its whole process group; a failure is shown apart and the reply stays
+saved."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+
+from everchat.actors.after_turn import LIMIT, HookRunner, hook_env, run_hook
+from everchat.actors.config import load
+from everchat.actors.session import ChatSession
+from everchat.actors.turn_runner import TurnRunnerActor
+from everchat.tools.fakemodel import Reply, Text
+from everchat.transport import schema
+
+from polling import wait_until
+from test_turns_wire import configure, fake, server, until_end  # noqa: F401 (fixtures)
+
+KEYS = {"ANTHROPIC_API_KEY": "sk-ant-1", "OPENAI_API_KEY": "sk-2", "ANTHROPIC_AUTH_TOKEN": "tok-3",
+        "CODEX_API_KEY": "c-4", "BRAVE_SEARCH_API_KEY": "b-5", "SOME_VENDOR_API_KEY": "v-6",
+        "GITHUB_AUTH_TOKEN": "g-7"}
+
+DUMP = f"{sys.executable} -c 'import json, os, sys; print(json.dumps({{\"env\": dict(os.environ), \"stdin\": sys.stdin.read()}}))'"
+
+
+def test_the_limit_is_30_seconds():
+    assert LIMIT == 30.0
+
+
+def test_the_environment_has_no_keys_and_says_the_turn_and_the_chat(tmp_path):
+    env = hook_env({"PATH": "/bin", **KEYS, "EVERCHAT_TURN_SETTINGS": "{}"}, 12, tmp_path / "chat", tmp_path)
+    assert env == {"PATH": "/bin", "EVERCHAT_TURN": "12", "EVERCHAT_CHAT": str(tmp_path / "chat"),
+                   "EVERCHAT_HOME": str(tmp_path)}
+
+
+def test_a_command_that_fails_or_cannot_start_says_so_with_its_output(tmp_path):
+    result = run_hook("echo broken >&2; exit 3", {"PATH": os.environ["PATH"]})
+    assert not result.ok and result.detail == "the after-turn command failed (exit code 3):\nbroken"
+    assert run_hook("true", {"PATH": os.environ["PATH"]}).ok
+    missing = run_hook("no-such-command-xyz", {"PATH": os.environ["PATH"]})
+    assert not missing.ok and "exit code 127" in missing.detail
+
+
+def test_the_time_limit_kills_the_whole_process_group(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    # a background child in the same group that would outlive the shell
+    command = f"sleep 60 & echo $! > {pid_file}; echo started; wait"
+    result = run_hook(command, {"PATH": os.environ["PATH"]}, limit=0.5)
+    assert not result.ok and result.detail == "the after-turn command was killed after 0.5 s:\nstarted"
+    child = int(pid_file.read_text())
+    wait_until(lambda: _gone(child), 10, "the background child killed with its group")
+
+
+def _gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie waiting for init (Linux's /proc says so)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_commands_run_one_at_a_time_in_order(tmp_path):
+    out = tmp_path / "order.txt"
+    done: queue.Queue = queue.Queue()
+    # each appends "start N" and "end N": overlapping runs would interleave them
+    command = f'echo "start $EVERCHAT_TURN" >> {out}; sleep 0.05; echo "end $EVERCHAT_TURN" >> {out}'
+    runner = HookRunner(command, chat=tmp_path, home=tmp_path, on_failure=lambda turn, detail: None,
+                        on_done=lambda turn, result: done.put((turn, result.ok)))
+    try:
+        for turn in (3, 7, 11):
+            runner.submit(turn)
+        assert [done.get(timeout=30) for _ in range(3)] == [(3, True), (7, True), (11, True)]
+    finally:
+        runner.close()
+    assert out.read_text().split("\n")[:-1] == ["start 3", "end 3", "start 7", "end 7", "start 11", "end 11"]
+
+
+def test_after_each_turn_through_the_chat_without_keys_and_with_empty_input(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+    dumps = tmp_path / "dumps.jsonl"
+    done = tmp_path / "done"
+    monkeypatch.setenv("EVERCHAT_AFTER_TURN", f"{DUMP} >> {dumps}; echo done >> {done}")
+    settings = load()
+    assert settings.after_turn.startswith(sys.executable)
+    fake.script(Reply(Text("One.")), Reply(Text("Two.")))
+    with ChatSession.open(settings) as session:
+        first = session.send("Hello.")
+        until_end(session, first)
+        second = session.send("Again.")
+        until_end(session, second)
+        wait_until(lambda: done.exists() and done.read_text().count("done") == 2, 30, "two after-turn runs")
+    records = [json.loads(line) for line in dumps.read_text().splitlines()]
+    assert [r["env"]["EVERCHAT_TURN"] for r in records] == [str(first), str(second)]
+    for record in records:
+        assert not set(KEYS) & set(record["env"]) and record["stdin"] == ""
+        assert record["env"]["EVERCHAT_CHAT"] == str(settings.chat_dir)
+        assert record["env"]["EVERCHAT_HOME"] == str(settings.home)
+        assert "EVERCHAT_TURN_SETTINGS" not in record["env"]
+
+
+def test_a_failing_command_is_shown_apart_and_the_reply_stays_saved(monkeypatch, tmp_path, fake):
+    monkeypatch.setenv("EVERCHAT_AFTER_TURN", "echo 'lint: 2 problems'; exit 1")
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    fake.script(Reply(Text("The reply.")))
+    with ChatSession.open(settings) as session:
+        turn = session.send("Hi.")
+        events = until_end(session, turn)
+        while not any(isinstance(e, schema.AfterTurnFailed) for e in events):
+            event = session.next_event(timeout=30)
+            assert event is not None, events
+            events.append(event)
+        failed = [e for e in events if isinstance(e, schema.AfterTurnFailed)]
+        assert failed == [schema.AfterTurnFailed(turn, "the after-turn command failed (exit code 1):\nlint: 2 problems")]
+        assert "lint" not in "".join(e.text for e in events if isinstance(e, schema.TurnText))
+        assert session.zoom(turn + 1, 1) == "everchat: The reply."
+        assert session.status()["messages"] == 2
+
+
+def test_the_turn_runner_takes_a_shorter_limit_for_tests_and_30_s_by_default():
+    import inspect
+
+    assert inspect.signature(TurnRunnerActor).parameters["hook_limit"].default is None  # None: LIMIT
