@@ -124,6 +124,32 @@ def tool_line(name: str, arguments_json: str) -> str:
     return f"{name}({inner})"
 
 
+def goal_line(event: Any) -> tuple[str, str]:
+    """Issue 13: (level, text) of a `GoalEvent`, for the terminal and the page alike."""
+    turns = f"{event.turns} turn{'s' if event.turns != 1 else ''}"
+    if event.event == "set":
+        return "info", f"◎ goal: {event.goal} — working until a check finds it met (/halt drops it)"
+    if event.event == "continuing":
+        said = f" (the check: {event.detail})" if event.detail else ""
+        return "info", f"◎ The goal isn't met yet: keep working.{said} [{turns} so far]"
+    if event.event == "met":
+        return "info", f"◎ Goal met. ({event.goal}, {turns})"
+    if event.event == "paused":
+        return "warning", (f"◎ the goal is paused: {event.detail or 'it waits for you'} — send a message to go on, "
+                           f"or /halt to drop it ({event.goal})")
+    if event.event == "resumed":
+        why = f" {event.detail}" if event.detail else ""
+        return "info", f"◎ the goal goes on{why}: {event.goal}"
+    if event.event == "halted":
+        return "info", f"◎ Goal dropped. ({event.goal})"
+    return "info", f"◎ goal {event.event}: {event.detail or event.goal}"
+
+
+def after_turn_line(event: Any) -> str:
+    """Issue 13: a failed after-turn command's line."""
+    return f"✗ after turn {event.turn}: {event.detail}"
+
+
 def _visible(line: Line) -> Line:
     """A line's fragments with their controls made visible; a `\r` that ended a row of
     `\r\n` text is dropped (the row's end is the newline)."""
@@ -341,6 +367,16 @@ class Transcript:
             return
         for row in event.text.rstrip("\n").split("\n"):
             self._out.append((("class:tool", _fit(f"  │ {row}", self.width)),))
+
+    def _on_GoalEvent(self, event) -> None:
+        """Issue 13: the goal's news, one line apart from the replies."""
+        level, text = goal_line(event)
+        self.info(_fit(text, self.width) if event.event != "continuing" else text,
+                  {"warning": "class:warning", "error": "class:error"}.get(level, "class:tool"))
+
+    def _on_AfterTurnFailed(self, event) -> None:
+        """Issue 13: a failed after-turn command, apart from the reply (which stays saved)."""
+        self.info(after_turn_line(event), "class:error")
 
     def _on_Notice(self, event) -> None:
         style = {"error": "class:error", "warning": "class:warning"}.get(event.level, "class:info")

@@ -111,6 +111,10 @@ def _stop(rest: str) -> tuple:
     return tuple(words)
 
 
+def _goal(rest: str) -> tuple:
+    return (rest,) if rest else ()
+
+
 def _date(rest: str) -> tuple:
     words = rest.split()
     if len(words) != 1:
@@ -142,6 +146,9 @@ COMMANDS: dict[str, Spec] = {
         Spec("agent", "/agent NAME TASK", "ask for an agent named NAME to work on TASK in the background; "
                                           "it reports into the chat as [NAME] … (R38)", _agent),
         Spec("agents", "/agents", "the chat's agents and their states", _none),
+        Spec("goal", "/goal [TEXT]", "send TEXT and keep working, turn after turn, until a check finds the goal "
+                                     "met (at most 30 turns in a row); /goal alone shows the goal", _goal),
+        Spec("halt", "/halt", "drop the goal (the running reply finishes; /stop stops it)", _none),
         Spec("status", "/status", "messages, memory, summaries, model and cache", _none),
         Spec("quit", "/quit", "leave (also Ctrl-D on an empty line, or Ctrl-C twice)", _none),
     )

@@ -312,6 +312,29 @@ class Terminal:
                 self.transcript.logged(message, self.session.zoom(message, 1))
         except Exception as error:  # an unreadable history must not keep the chat closed
             self.transcript.error(f"could not show the last messages: {error}")
+        self._show_goal()
+
+    def _show_goal(self, alone: bool = False) -> None:
+        """Issue 13: the chat's goal, at the start (one saved before a restart goes on, or
+        waits for the person's word) and for /goal alone."""
+        asking = getattr(self.session, "goal_status", None)
+        if asking is None:
+            return
+        try:
+            goal = asking()
+        except Exception as error:
+            self.transcript.error(f"could not read the goal: {_words(error)}")
+            return
+        if goal is None:
+            if alone:
+                self.transcript.info("no goal: /goal TEXT sets one")
+            return
+        if goal["state"] == "paused":
+            self.transcript.info(f"◎ goal (paused: {goal['detail']}; send a message to go on, /halt drops it): "
+                                 f"{goal['text']}", "class:warning")
+        else:
+            self.transcript.info(f"◎ goal ({goal['turns']} turns in a row so far; /halt drops it): {goal['text']}",
+                                 "class:tool")
 
     # ---- keys ------------------------------------------------------------------------------
 
@@ -447,6 +470,34 @@ class Terminal:
         """R38: agents start only when the person asks; the model reads this request and
         calls spawn (the words are `agent_request`'s, which the demo model reads back)."""
         await self._send(agent_request(name, task))
+
+    async def _cmd_goal(self, text: str | None = None) -> None:
+        """Issue 13: /goal TEXT sends TEXT and keeps the chat working on it; /goal alone shows it."""
+        if text is None:
+            await asyncio.to_thread(self._show_goal, True)
+            return
+        if getattr(self.session, "goal", None) is None:
+            self.transcript.error("/goal needs the chat's own server (not `connect`): type it there or on its page")
+            return
+        self.transcript.user(text)
+        self._emit()
+        self._sending += 1
+        try:
+            await self._ask(self.session.goal, text)
+        except Exception as error:
+            self.transcript.error(f"not sent: {_words(error)}")
+        finally:
+            self._sending -= 1
+
+    async def _cmd_halt(self) -> None:
+        """Issue 13: drop the goal; its GoalEvent says so."""
+        if getattr(self.session, "halt_goal", None) is None:
+            self.transcript.error("/halt needs the chat's own server (not `connect`): type it there or on its page")
+            return
+        if await self._ask(self.session.goal_status) is None:
+            self.transcript.info("no goal to drop")
+            return
+        await self._ask(self.session.halt_goal)
 
     async def _cmd_agents(self) -> None:
         rows = await self._ask(self.session.agents)

@@ -78,6 +78,9 @@ _EVENTS = {
     "ended": lambda e: schema.TurnEnded(int(e["turn"]), str(e["reason"]), bool(e.get("incomplete")),
                                         str(e.get("detail") or "")),
     "notice": lambda e: schema.Notice(str(e.get("level") or "info"), str(e.get("text") or "")),
+    "goal": lambda e: schema.GoalEvent(str(e["event"]), str(e.get("goal") or ""), int(e.get("turns") or 0),
+                                       str(e.get("detail") or "")),
+    "after_turn": lambda e: schema.AfterTurnFailed(int(e["turn"]), str(e.get("detail") or "")),
 }
 
 

@@ -178,6 +178,16 @@ class WebChat:
         else:
             self.session.stop()
 
+    def goal(self, text: str) -> schema.InputLogged:
+        """Issue 13: `/goal TEXT` typed on the page (the turn runner keeps the loop)."""
+        return self.session.goal(text)
+
+    def goal_status(self) -> dict | None:
+        return self.session.goal_status()
+
+    def halt_goal(self) -> None:
+        self.session.halt_goal()
+
     def note(self, text: str) -> int:
         """R3: a note without a turn; its (first) id."""
         return self.session.note(text)

@@ -21,6 +21,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
+from everchat.frontends.chat_view import after_turn_line, goal_line
 from everchat.transport import schema
 
 __all__ = ["EventRing", "Hub", "RING_SIZE", "STATUS_SECONDS", "translate"]
@@ -151,6 +152,12 @@ def translate(event: Any, message: Callable[[int], dict], reply: Callable[[int],
         return [{"type": "notice", "level": event.level, "text": event.text}]
     if isinstance(event, schema.AgentEvent):
         return [{"type": "agent", "name": event.name, "state": event.state, "text": event.text}]
+    if isinstance(event, schema.GoalEvent):  # issue 13: the line as the terminal shows it
+        level, text = goal_line(event)
+        return [{"type": "goal", "event": event.event, "goal": event.goal, "turns": event.turns,
+                 "detail": event.detail, "level": level, "text": text}]
+    if isinstance(event, schema.AfterTurnFailed):
+        return [{"type": "after_turn", "turn": event.turn, "detail": event.detail, "text": after_turn_line(event)}]
     if isinstance(event, schema.JobOutput):
         return [{"type": "output", "job": event.job, "caller": event.caller, "text": event.text}]
     return []

@@ -402,6 +402,23 @@ class RemoteSession:
         """R35: when message `id` was written (`ZoomError` if there is none)."""
         return str(self._call(self._request("GET", "/api/date", params={"id": str(id)}), CALL_SECONDS)["date"])
 
+    def goal(self, text: str) -> int:
+        """Issue 13: `/goal TEXT` on the server's chat; the id of TEXT's message."""
+        answer = self._call(self._request("POST", "/api/goal", payload={"text": text}, timeout=SEND_SECONDS),
+                            SEND_SECONDS + CALL_SECONDS)
+        ident = int(answer["id"])
+        with self._sends:
+            self._own.add(ident)
+        return ident
+
+    def goal_status(self) -> dict | None:
+        """Issue 13: the chat's goal, or None."""
+        return self._call(self._request("GET", "/api/goal"), CALL_SECONDS)["goal"]
+
+    def halt_goal(self) -> None:
+        """Issue 13: /halt."""
+        self._call(self._request("POST", "/api/halt", payload={}), CALL_SECONDS)
+
     def note(self, text: str) -> int:
         """A note without a turn (R3); its id."""
         return int(self._call(self._request("POST", "/api/note", payload={"text": text}), CALL_SECONDS)["id"])

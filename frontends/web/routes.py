@@ -21,7 +21,7 @@ from everchat.transport import RemoteError
 
 __all__ = ["post_session", "post_redeem", "get_me", "get_status", "get_history", "get_view", "get_zoom",
            "get_zoom_text", "get_memory", "get_date", "get_asset", "post_asset", "post_send", "post_stop",
-           "post_note", "post_settings", "get_sessions", "delete_session", "post_pair", "static", "no_route"]
+           "post_goal", "get_goal", "post_halt", "post_note", "post_settings", "get_sessions", "delete_session", "post_pair", "static", "no_route"]
 
 async def post_session(request: web.Request) -> web.Response:
     """Trade the token (from the link's fragment) for a session and its cookie."""
@@ -186,6 +186,36 @@ async def post_send(request: web.Request) -> web.Response:
     message = await call(request, chat.message, logged.ids[0])
     request.app[HUB].announce(logged.turn if logged.turn >= 0 else logged.ids[0], message)
     return web.json_response({"id": logged.ids[0]})
+
+
+async def post_goal(request: web.Request) -> web.Response:
+    """Issue 13 (docs/GOALS.md): `/goal TEXT`: TEXT becomes the chat's goal and is sent as
+    the person's message; the chat keeps working until a check finds it met."""
+    text = text_of(await read_json(request))
+    if not text.strip():
+        raise Refused(400, "a goal needs its text: /goal TEXT")
+    chat = request.app[CHAT]
+    try:
+        logged = await call(request, chat.goal, text)
+    except RemoteError as error:
+        if error.kind in ("BadInput", "ValueError"):
+            raise Refused(400, error.text) from None
+        raise
+    message = await call(request, chat.message, logged.ids[0])
+    request.app[HUB].announce(logged.turn if logged.turn >= 0 else logged.ids[0], message)
+    return web.json_response({"id": logged.ids[0]})
+
+
+async def get_goal(request: web.Request) -> web.Response:
+    """Issue 13: the chat's goal (`text`, `state`, `turns`, `detail`), or null."""
+    return web.json_response({"goal": await call(request, request.app[CHAT].goal_status)})
+
+
+async def post_halt(request: web.Request) -> web.Response:
+    """Issue 13: `/halt`: drop the goal (the running reply finishes; /stop stops it)."""
+    await read_json(request)
+    await call(request, request.app[CHAT].halt_goal)
+    return web.json_response({})
 
 
 async def post_stop(request: web.Request) -> web.Response:

@@ -386,6 +386,8 @@ function apply(event) {
         event.state === "failed" ? "error" : event.state === "stopped" ? "warning" : "info"));
       break;
     case "output": onOutput(event); break;
+    case "goal": add(noticeRow(event.text, event.level)); break; // issue 13: the goal's news
+    case "after_turn": add(noticeRow(event.text, "error")); break; // apart from the reply, which stays saved
     case "status":
       store.status = event;
       emit("status", event);
@@ -406,6 +408,11 @@ on("reset", () => {
 });
 
 // The page that sent a message shows it at once, even before its `user` event comes.
+// A line of the page's own (issue 13: `/goal` alone shows the goal).
+export function notice(text, level = "info") {
+  add(noticeRow(text, level));
+}
+
 export function sent(message) {
   if (!rows.has(message.id)) add(logged(message));
   toBottom();

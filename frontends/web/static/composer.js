@@ -2,7 +2,7 @@
 // drag and drop (uploaded at once, sent by digest, R9); Stop and Esc end the running turn (R37).
 
 import { api, on, store } from "./api.js";
-import { sent } from "./chat.js";
+import { notice, sent } from "./chat.js";
 import { $, h, showError } from "./dom.js";
 
 const MAX_TEXT = 1024 * 1024; // the page's message limit (docs/WEB.md)
@@ -95,6 +95,11 @@ async function send() {
     }
     return;
   }
+  const goal = /^\/(goal|halt)(?:\s+([\s\S]*))?$/.exec(text);
+  if (goal && attached.length === 0) { // issue 13: the chat's actors keep the goal's loop
+    await goalCommand(goal[1], (goal[2] || "").trim());
+    return;
+  }
   sending = true;
   sendButton.disabled = true;
   showError(error, "");
@@ -111,6 +116,27 @@ async function send() {
   } finally {
     sending = false;
     sendButton.disabled = false;
+  }
+}
+
+async function goalCommand(command, text) {
+  try {
+    if (command === "halt") {
+      await api("/api/halt", { method: "POST", json: {} });
+    } else if (!text) { // `/goal` alone: show it
+      const answer = await api("/api/goal");
+      const goal = answer.goal;
+      if (goal) notice(`◎ goal (${goal.state}${goal.detail ? ": " + goal.detail : ""}): ${goal.text}`,
+        goal.state === "paused" ? "warning" : "info");
+      else notice("No goal: /goal TEXT sets one.");
+    } else {
+      const answer = await api("/api/goal", { method: "POST", json: { text } });
+      sent({ id: answer.id, kind: "user", text, date: new Date().toISOString(), images: [] });
+    }
+    area.value = "";
+    grow();
+  } catch (failure) {
+    if (failure.status !== 401) showError(error, `/${command}: ${failure.message}`);
   }
 }
 
