@@ -110,6 +110,7 @@ class TurnRunnerActor(Actor):
         self._goal_lock = threading.RLock()
         self._goal_halt = threading.Event()  # a /halt ends a running goal check
         self._goal_loaded = False
+        self._goal_saved: Goal | None = None
         self.hook_limit = hook_limit
         self.hooks: HookRunner | None = None
 
@@ -235,6 +236,7 @@ class TurnRunnerActor(Actor):
                 return
             record = self.node.ask(self.log_writer, schema.LoadGoal(), timeout=_ASK_SECONDS).goal
             self.goals.goal = Goal.from_record(record) if record else None
+            self._goal_saved = self.goals.goal  # as it was before this start: `_resume_goal`'s business
             self._goal_loaded = True
 
     def _goal_step(self, change) -> Step:
@@ -339,8 +341,8 @@ class TurnRunnerActor(Actor):
         """At start, a saved goal: shown, and continued unless its turn was cut short."""
         self._load_goal()
         with self._goal_lock:
-            if self.goals.goal is None:
-                return
+            if self.goals.goal is None or self.goals.goal is not self._goal_saved:
+                return  # none, or a goal message came first and changed it: nothing to resume
             step = self._goal_step(lambda book: book.restarted())
         if step.action == "check":
             self._goal_event("resumed", step.goal, "after a restart")

@@ -8,6 +8,8 @@ import inspect
 import json
 import threading
 
+import pytest
+
 from everchat.actors import goals
 from everchat.actors.session import ChatSession
 from everchat.actors.turn_runner import TurnRunnerActor
@@ -74,8 +76,9 @@ def read_meta(chat, text):
     return metas
 
 
-def test_a_goal_runs_three_turns_and_stops_on_goal_met(monkeypatch, tmp_path, fake):
-    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_goal_runs_three_turns_and_stops_on_goal_met(monkeypatch, tmp_path, fake, provider):
+    settings = configure(monkeypatch, tmp_path, fake, provider)
     script = Script(["First try.", "Second try.", "Third try: done."],
                     ["Not met: the tests fail.", "Not met: one test fails.", "Goal met."])
     fake.rule(script)
@@ -94,7 +97,8 @@ def test_a_goal_runs_three_turns_and_stops_on_goal_met(monkeypatch, tmp_path, fa
     assert len(script.shown) == 3 and "<goal>\nMake the tests pass.\n</goal>" in script.shown[0]
     assert "everchat: Second try." in script.shown[1] and "First try." not in script.shown[1]
     checks = [x for x in fake.model_calls if x.headers.get("x-everchat-call") == "goal-check"]
-    assert len(checks) == 3 and all(x.body["max_tokens"] == goals.CHECK_MAX_TOKENS for x in checks)
+    assert len(checks) == 3
+    assert all(x.body.get("max_tokens", x.body.get("max_output_tokens")) == goals.CHECK_MAX_TOKENS for x in checks)
     assert all("tools" not in x.body or not x.body["tools"] for x in checks)
     assert not (settings.chat_dir / goals.GOAL_NAME).exists()
 

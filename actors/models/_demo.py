@@ -353,6 +353,11 @@ class DemoConnection(Connection):
                 if task is not None:
                     break
         prompt_tokens = approx_tokens(request.system) + sum(approx_tokens(m.text) for m in request.messages)
+        if request.label == "goal-check":  # issue 13: the demo cannot judge a goal; it calls it met
+            yield TextDelta("Goal met.")
+            yield Usage(input=prompt_tokens, output=3)
+            yield Stop("end_turn")
+            return
         if task is not None:
             line = summarize(list(task.input), leaf=task.kind == "leaf")
             for piece in _pieces(line):
