@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="attach an image (PNG, JPEG, GIF, WebP; at most 5 MB, R9); repeatable")
     ask.add_argument("--no-wait", action="store_true",
                      help="exit after the reply without waiting for its summaries")
+    ask.add_argument("--goal", action="store_true",
+                     help="make MESSAGE the chat's goal: keep working, turn after turn, until a check finds it met "
+                          "or 30 turns in a row (docs/GOALS.md); exit 0 when met")
     note = command("note")
     note.add_argument("text", help="the note; - reads it from stdin")
     imp = command("import")

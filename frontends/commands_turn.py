@@ -321,6 +321,10 @@ def ask(args: argparse.Namespace) -> int:
     check_text(args.message, "the message")
     images = check_images(list(args.image))
     out, err = sys.stdout, sys.stderr
+    if getattr(args, "goal", False):
+        if images:
+            raise UsageError("ask --goal takes no images")
+        return _ask_goal(args, out, err)
     with open_session(args) as session:
         turn = None
         try:
@@ -350,6 +354,60 @@ def ask(args: argparse.Namespace) -> int:
         print(f"everchat: {why}{extra}{kept}", file=err)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _ask_goal(args: argparse.Namespace, out, err) -> int:
+    """`ask --goal MESSAGE` (issue 13): MESSAGE becomes the goal; every turn's reply is
+    printed, the goal's lines go to stderr, until the goal is met (0), paused or dropped (1)."""
+    from everchat.frontends.chat_view import after_turn_line, goal_line
+    from everchat.transport import schema
+
+    with open_session(args) as session:
+        first = None
+        try:
+            logged = session.goal(args.message)
+            first = logged.turn if logged.joined else logged.ids[0]
+            at_line_start = True
+            while True:
+                event = session.next_event(timeout=1.0)
+                if event is None:
+                    continue
+                if isinstance(event, schema.Notice):
+                    _notice(event, err)
+                elif isinstance(event, schema.AfterTurnFailed):
+                    err.write(printable(after_turn_line(event)) + "\n")
+                elif isinstance(event, schema.TurnText):
+                    out.write(printable(event.text))
+                    out.flush()
+                    at_line_start = event.text.endswith("\n") if event.text else at_line_start
+                elif isinstance(event, schema.TurnToolCall):
+                    err.write(printable(f"· {event.name}({_call(event.arguments_json)})") + "\n")
+                elif isinstance(event, schema.TurnEnded) and not at_line_start:
+                    out.write("\n")
+                    at_line_start = True
+                elif isinstance(event, schema.GoalEvent):
+                    if not at_line_start:
+                        out.write("\n")
+                        at_line_start = True
+                    err.write(printable(goal_line(event)[1]) + "\n")
+                    if event.event in ("met", "paused", "halted"):
+                        break
+                out.flush()
+                err.flush()
+        except KeyboardInterrupt:
+            if first is not None:
+                session.halt_goal()
+                session.stop()  # R37: what streamed is logged, marked incomplete
+            print("everchat: interrupted; the goal is dropped, the partial reply is logged", file=err)
+            return EXIT_INTERRUPTED
+        if not args.no_wait and first is not None:
+            try:
+                session.settle_since(first)
+            except TimeoutError as error:
+                drain_notices(session, err)
+                raise CommandError(f"the replies are logged, but their summaries are not all built: {error}") from None
+        drain_notices(session, err)
+    return EXIT_OK if event.event == "met" else EXIT_FAILED
 
 
 def compact(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from everchat.actors.turn_runner import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text
 from everchat.transport import schema
 
+from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 from test_turns_wire import configure, fake, server  # noqa: F401 (fixtures)
 
 
@@ -218,3 +219,37 @@ def test_a_goal_pauses_at_its_turn_limit_in_the_actor(monkeypatch, tmp_path, fak
         events = goal_events(session, ("paused", "met"))
         assert events[-1].event == "paused" and events[-1].detail == "2 turns in a row without a word from you"
         assert user_messages(session) == ["Never done.", goals.CONTINUE]
+
+
+def test_ask_goal_prints_every_turn_and_exits_0_when_the_goal_is_met(tmp_path, env):
+
+    from everchat.tools.fakemodel import FakeModelServer
+
+    chat = tmp_path / "chat"
+    script = Script(["Step one.", "Step two."], ["Not met: step two is missing.", "Goal met."])
+    with FakeModelServer() as server:
+        server.rule(script)
+        env = dict(env, ANTHROPIC_API_KEY="test-key", EVERCHAT_REPLY_PROVIDER="anthropic",
+                   EVERCHAT_REPLY_BASE_URL=server.base_url, EVERCHAT_COMPACTION_PROVIDER="demo")
+        done = everchat(env, "--data-dir", str(chat), "ask", "--goal", "Do both steps.")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Step one.\nStep two.\n"
+    assert "◎ The goal isn't met yet: keep working. (the check: Not met: step two is missing.)" in done.stderr
+    assert "◎ Goal met. (Do both steps., 2 turns)" in done.stderr
+    assert not (chat / goals.GOAL_NAME).exists()
+
+
+def test_a_goal_saved_during_a_turn_by_a_crash_is_paused_at_the_next_start(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    script = Script(["Back to work."], ["Goal met."])
+    fake.rule(script)
+    ChatSession.open(settings).close()  # the chat exists
+    goals.save_goal(settings.chat_dir, goals.Goal("Finish.", "active", 4, running=True))  # as a kill -9 leaves it
+    with ChatSession.open(settings) as session:
+        goal = session.goal_status()
+        assert (goal["state"], goal["running"], goal["detail"]) == ("paused", False, "Everchat stopped during a goal turn")
+        assert not script.shown
+        session.send("Go on, please.")
+        events = goal_events(session, ("met",))
+        assert [e.event for e in events if isinstance(e, schema.GoalEvent)][-2:] == ["resumed", "met"]
+        assert events[-1].turns == 1  # counted afresh from the person's word
