@@ -69,7 +69,7 @@ SEARCH_URL_ENV = "EVERCHAT_SEARCH_URL"
 """Overrides the search backend's URL (the one in use: DuckDuckGo's page, or Brave's API)."""
 BRAVE_KEY_ENV = "BRAVE_SEARCH_API_KEY"
 
-_AGENT = "Everchat/0.1 (+https://github.com/everchat)"
+_AGENT = "Everchat/0.1"
 _CHUNK = 64 * 1024
 
 SEARCH_TOOL = ToolSpec(
