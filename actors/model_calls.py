@@ -45,6 +45,8 @@ def settings_flags(settings) -> dict:
     flags["compaction_jobs"] = settings.compaction_jobs
     flags["agent_jobs"] = settings.agent_jobs
     flags["tools"] = settings.tools
+    flags["search"] = settings.search
+    flags["allow_local_fetch"] = settings.allow_local_fetch
     if settings.instructions_file is not None and settings.sources.get("instructions", "default") != "default":
         flags["instructions"] = str(settings.instructions_file)
     flags["home"] = str(settings.home)

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from everchat.actors.models import ImageBlock, ModelError, Request
-from everchat.actors.hands import MAIN, HandTools
+from everchat.actors.hands import MAIN, HandTools, web_for
 from everchat.actors.prompt import chat_prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns import Input, TurnRunner
@@ -115,7 +115,8 @@ class TurnRunnerActor(Actor):
         if self.settings.devices:
             self.core.computers = self._computers
         self.hands = HandTools(self.node.ask, self.memory.call, MAIN, devices=self.settings.devices,
-                               extra={spec.name: handler for spec, handler in self.extra_tools})
+                               extra={spec.name: handler for spec, handler in self.extra_tools},
+                               web=web_for(self.settings))
         try:
             # Made now, not at the first turn: importing an SDK and building its client
             # took seconds in a fresh process on a busy machine (bench_turn's first turn).

@@ -116,7 +116,7 @@ def web():
     world = _World()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(world))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     world.base = f"http://127.0.0.1:{server.server_address[1]}"
     world.port = server.server_address[1]
