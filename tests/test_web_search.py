@@ -49,7 +49,11 @@ def _handler(world: _World):
             world.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
             path = urlsplit(self.path).path
             query = parse_qs(urlsplit(self.path).query)
-            if path == "/html/":
+            if path == "/hostile/" or query.get("q") == ["hostile"]:  # markup as text, a javascript: target
+                self.send(200, b"<a class='result__a' href='https://ok.example/a?x=1&amp;y=2'>&lt;img src=x "
+                               b"onerror=alert(1)&gt; Safe</a><a class='result__snippet'>&lt;b&gt;bold?</a>"
+                               b"<a class='result__a' href='javascript:alert(2)'>Bad</a>")
+            elif path == "/html/":
                 self.send(200, FIXTURE.read_bytes(), headers=[("Set-Cookie", "kl=wt-wt; Path=/")])
             elif path == "/empty/":
                 self.send(200, b"<html><body><div class='no-results'>No results.</div></body></html>")
