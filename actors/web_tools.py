@@ -161,6 +161,27 @@ def _resolve(host: str, port: int) -> list[str]:
     return seen
 
 
+def _within(seconds: float, work: Callable):
+    """`work()`'s value, or TimeoutError after `seconds` (a name lookup has no timeout of its
+    own; the thread left behind ends when the lookup does)."""
+    done = threading.Event()
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as error:  # handed to the caller
+            box["error"] = error
+        done.set()
+
+    threading.Thread(target=run, name="web-lookup", daemon=True).start()
+    if not done.wait(seconds):
+        raise TimeoutError()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 # --- HTML ----------------------------------------------------------------------------------
 
 _VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
@@ -535,7 +556,9 @@ class WebTools:
             raise WebError("a URL with a user name or password is not read")
         ends = time.monotonic() + self.deadline
         try:
-            addresses = self.resolve(host, port)
+            addresses = _within(self.deadline, lambda: self.resolve(host, port))
+        except TimeoutError:
+            raise WebError(f"{url} did not answer within {self.deadline:g} seconds (looking up {host})") from None
         except (OSError, UnicodeError) as error:
             raise WebError(f"cannot find {host}: {error}") from None
         if not addresses:

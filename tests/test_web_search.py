@@ -14,6 +14,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+import argparse
+
+from everchat.actors.config import add_arguments, load
+from everchat.actors.hands import HandTools, web_for
+from everchat.actors.model_calls import settings_flags
 from everchat.actors.web_tools import (LIMIT_BYTES, WebTools, is_public, page_text, parse_brave,
                                        parse_duckduckgo)
 
@@ -322,3 +327,51 @@ def test_long_pages_are_cut(web):
     outcome = WebTools(allow_local=True, fetch_chars=20).call("fetch", {"url": web.base + "/page"})
     assert "only the first 20 are shown" in outcome.text
     assert len(outcome.text.partition("\n\n")[2]) == 20
+
+
+def test_a_name_lookup_that_hangs_ends_at_the_deadline():
+    stuck = threading.Event()
+
+    def resolve(host, port):
+        stuck.wait(30)
+        return ["93.184.216.34"]
+
+    try:
+        outcome = WebTools(resolve=resolve, deadline=0.2).call("fetch", {"url": "https://slow-dns.example/"})
+        assert outcome.is_error and "looking up slow-dns.example" in outcome.text
+    finally:
+        stuck.set()
+
+
+# --- the settings --------------------------------------------------------------------------
+
+
+def test_the_settings_reach_the_tools_and_another_process(monkeypatch, tmp_path):
+    for name in ("EVERCHAT_SEARCH", "EVERCHAT_ALLOW_LOCAL_FETCH", "EVERCHAT_CONFIG", "BRAVE_SEARCH_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVERCHAT_SEARCH_URL", "http://127.0.0.1:9/html/")
+    default = load({}, home=tmp_path)
+    assert (default.search, default.allow_local_fetch) == ("on", "off")
+    assert web_for(default).allow_local is False and web_for(default).search_url == "http://127.0.0.1:9/html/"
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flagged = load(parser.parse_args(["--allow-local-fetch"]), home=tmp_path)
+    assert flagged.allow_local_fetch == "on" and flagged.sources["allow_local_fetch"] == "flag"
+    again = load(settings_flags(flagged), home=tmp_path)  # the turn runner's own process
+    assert web_for(again).allow_local is True
+    off = load(parser.parse_args(["--search", "off"]), home=tmp_path)
+    assert web_for(off) is None and web_for(load(settings_flags(off), home=tmp_path)) is None
+    (tmp_path / "config.toml").write_text('allow_local_fetch = "on"\nsearch = "off"\n')
+    from_file = load({}, home=tmp_path)
+    assert (from_file.search, from_file.allow_local_fetch) == ("off", "on")
+    monkeypatch.setenv("BRAVE_SEARCH_API_KEY", "brave-secret-123")
+    brave = web_for(default)
+    assert brave.backend == "Brave Search" and "brave-secret-123" not in repr(brave)
+
+
+def test_hand_tools_answer_search_off_in_words_and_pass_calls_on():
+    hands = HandTools(lambda *a: None, lambda name, arguments: None)
+    outcome = hands.call("search", {"query": "x"}, "key-1")
+    assert outcome.is_error and outcome.text == "search is not available: this chat runs with search off."
+    web = HandTools(lambda *a: None, lambda name, arguments: None, devices=False, web=WebTools())
+    assert "only http and https" in web.call("fetch", {"url": "file:///etc/passwd"}, "key-2").text
