@@ -375,3 +375,8 @@ def test_hand_tools_answer_search_off_in_words_and_pass_calls_on():
     assert outcome.is_error and outcome.text == "search is not available: this chat runs with search off."
     web = HandTools(lambda *a: None, lambda name, arguments: None, devices=False, web=WebTools())
     assert "only http and https" in web.call("fetch", {"url": "file:///etc/passwd"}, "key-2").text
+
+
+def test_https_to_a_server_that_speaks_no_tls_fails_in_words(web):
+    outcome = WebTools(allow_local=True, deadline=5).call("fetch", {"url": f"https://127.0.0.1:{web.port}/page"})
+    assert outcome.is_error and outcome.text.startswith(f"fetch failed: https://127.0.0.1:{web.port}/page")
