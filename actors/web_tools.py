@@ -528,6 +528,8 @@ class WebTools:
         if answer.location is not None:
             return (f"{url} redirects (HTTP {answer.status}) to {answer.location}. Not followed: fetch that URL "
                     f"if you want it.")
+        if not answer.content_type and b"\0" in answer.body[:4096]:
+            raise WebError(f"{url} has no content type and is not text: not read")
         html = answer.content_type.startswith(_HTML_TYPES)
         title, text = page_text(answer.text(), base=url) if html else ("", answer.text().strip())
         head = [f"URL: {url}"]

@@ -108,6 +108,11 @@ def _handler(world: _World):
                 self.send(301, b"", headers=[("Location", "http://10.1.2.3/admin")])
             elif path == "/image":
                 self.send(200, b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "image/png")
+            elif path == "/untyped":
+                self.send_response(200)
+                self.send_header("Content-Length", "6")
+                self.end_headers()
+                self.wfile.write(b"\0\1\2bin")
             elif path == "/plain":
                 self.send(200, b"just text\nline two", "text/plain")
             elif path == "/malformed":
@@ -304,6 +309,8 @@ def test_content_types_and_schemes(web):
     tools = WebTools(allow_local=True)
     image = tools.call("fetch", {"url": web.base + "/image"})
     assert image.is_error and "is image/png, not a text page" in image.text
+    untyped = tools.call("fetch", {"url": web.base + "/untyped"})
+    assert untyped.is_error and "no content type and is not text" in untyped.text
     plain = tools.call("fetch", {"url": web.base + "/plain"})
     assert plain.text.endswith("\n\njust text\nline two") and "text/plain" in plain.text
     for url in ("file:///etc/passwd", "ftp://example.com/x", "javascript:alert(1)", "gopher://x/", "//x/y",
@@ -311,7 +318,7 @@ def test_content_types_and_schemes(web):
         refused = tools.call("fetch", {"url": url})
         assert refused.is_error, url
     assert "only http and https" in tools.call("fetch", {"url": "file:///etc/passwd"}).text
-    assert web.paths() == ["/image", "/plain"]
+    assert web.paths() == ["/image", "/untyped", "/plain"]
 
 
 def test_malformed_html_still_reads(web):
