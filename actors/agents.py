@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from everchat.actors.call_texts import TURN_OPENING
-from everchat.actors.hands import HandTools, check_agent_name
+from everchat.actors.hands import HandTools, check_agent_name, web_for
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError, media_type
 from everchat.actors.model_calls import AskReader, computers_joined, configured_settings, interruptible
 from everchat.actors.models import (ImageBlock, Message, ModelError, Request, TextBlock, ToolResultBlock,
@@ -491,6 +491,7 @@ class AgentsActor(Actor):
         if self.settings == "configured":
             self.settings = configured_settings()
         self.tools_on = self.settings.devices
+        self.web = web_for(self.settings)
         # R34: the very prompt of the turn runner and the compactors (one cache entry). The
         # single placement's extra Python tools are the turn runner's alone: agents are
         # offered the chat's tools without them (the integrator's call, see the report).
@@ -803,7 +804,7 @@ class _AgentIO:
         self.last_reply = ""
         self.started = datetime.now().astimezone()
         self.hands = HandTools(self._hand_ask, actor.memory.call, caller=name, devices=actor.tools_on,
-                               extra={spec.name: handler for spec, handler in actor.extra_tools})
+                               extra={spec.name: handler for spec, handler in actor.extra_tools}, web=getattr(actor, "web", None))
 
     def _hand_ask(self, target: str, msg: schema.Message, timeout: float) -> schema.Message:
         return self.node.ask(target, msg, timeout=timeout)

@@ -11,6 +11,8 @@ the file is an error, and no repr, log line or error shows one.
     compaction_jobs = 8          # R31, 1 to 8
     agent_jobs = 8               # R38, agents working at once, 1 to 8
     tools = "on"                 # "off": no device tools (shell, read, write, edit), R34
+    search = "on"                # "off": no web tools (search, fetch), docs/SEARCH.md
+    allow_local_fetch = "off"    # "on": fetch may read private and loopback addresses
     instructions = "instructions.md"   # the person's own instructions (R34), beside the file
     after_turn = "make test"     # a local command run after each turn (issue 13, docs/GOALS.md)
 
@@ -68,7 +70,8 @@ DEFAULT_MODELS = {
 }
 
 _MODEL_KEYS = ("provider", "model", "base_url", "effort", "dummy_key")
-_TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions", "agent_jobs", "tools", "after_turn")
+_TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions", "agent_jobs", "tools", "search",
+             "allow_local_fetch", "after_turn")
 KEYS = tuple(f"{role}.{key}" for role in ("reply", "compaction") for key in _MODEL_KEYS) + _TOP_KEYS
 
 ENV = {key: "EVERCHAT_" + key.replace(".", "_").upper() for key in KEYS}
@@ -137,6 +140,10 @@ class Settings:
     """R38: agents working at once (1 … 8); the others queue."""
     tools: str = "on"
     """"on" or "off": with "off" a run offers no device tools and no computers paragraph (R34)."""
+    search: str = "on"
+    """"on" or "off": whether a run offers the web tools, search and fetch (docs/SEARCH.md)."""
+    allow_local_fetch: str = "off"
+    """"on": fetch may read private, loopback and link-local addresses (docs/SEARCH.md)."""
     after_turn: str = ""
     """A command run after each turn (issue 13, actors/after_turn.py); "" for none."""
 
@@ -144,6 +151,11 @@ class Settings:
     def devices(self) -> bool:
         """Whether this run offers the device tools (R39; fixed for the run, R34)."""
         return self.tools == "on"
+
+    @property
+    def web(self) -> bool:
+        """Whether this run offers the web tools (fixed for the run, like the device tools)."""
+        return self.search == "on"
 
     @property
     def chat_dir(self) -> Path:
@@ -154,6 +166,7 @@ class Settings:
         return (f"Settings(reply={self.reply!r}, compaction={self.compaction!r}, "
                 f"settle_timeout={self.settle_timeout:g}, tool_rounds={self.tool_rounds}, "
                 f"compaction_jobs={self.compaction_jobs}, agent_jobs={self.agent_jobs}, tools={self.tools}, "
+                f"search={self.search}, allow_local_fetch={self.allow_local_fetch}, "
                 f"instructions_file={self.instructions_file})")
 
     def instructions(self) -> str:
@@ -173,6 +186,7 @@ class Settings:
         return {"reply": self.reply.describe(), "compaction": self.compaction.describe(),
                 "settle_timeout": self.settle_timeout, "tool_rounds": self.tool_rounds,
                 "compaction_jobs": self.compaction_jobs, "agent_jobs": self.agent_jobs, "tools": self.tools,
+                "search": self.search, "allow_local_fetch": self.allow_local_fetch,
                 "instructions": str(self.instructions_file) if self.instructions_file else None,
                 "after_turn": self.after_turn or None,
                 "config_file": str(self.config_file) if self.config_file else None}
@@ -401,6 +415,11 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
     tools = values.get("tools", "on")
     if tools not in ("on", "off"):
         raise ConfigError(f"tools ({where('tools')}) is on or off, not {tools!r}")
+    switches = {}
+    for key, default in (("search", "on"), ("allow_local_fetch", "off")):
+        switches[key] = values.get(key, default)
+        if switches[key] not in ("on", "off"):
+            raise ConfigError(f"{key} ({where(key)}) is on or off, not {switches[key]!r}")
     instructions = values.get("instructions")
     if instructions is None:
         instructions_file: Path | None = home_path / "instructions.md"
@@ -415,7 +434,7 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
     return Settings(reply, compaction, settle, rounds, jobs, instructions_file, home_path,
                     config_path if config_path.exists() else None,
                     {key: sources.get(key, "default") for key in KEYS}, data_dir, agent_jobs=agent_jobs, tools=tools,
-                    after_turn=after_turn)
+                    after_turn=after_turn, **switches)
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
@@ -444,6 +463,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) ->
                        help="agents working at once, 1 to 8 (R38, default 8); the others queue")
     group.add_argument("--tools", default=unset, choices=("on", "off"),
                        help="off: no device tools (shell, read, write, edit) for this run (R34, default on)")
+    group.add_argument("--search", default=unset, choices=("on", "off"),
+                       help="off: no web tools (search, fetch) for this run (default on)")
+    group.add_argument("--allow-local-fetch", dest="allow_local_fetch", action="store_const", const="on",
+                       default=unset, help="let fetch read private, loopback and link-local addresses")
     group.add_argument("--instructions", default=unset, help="a file with your own instructions (R34)")
     group.add_argument("--after-turn", dest="after_turn", default=unset, metavar="COMMAND",
                        help="a local command run after each turn (/bin/sh -c, 30 s, no keys; docs/GOALS.md)")

@@ -7,7 +7,8 @@ call is refused in words the model reads. `--tools off` drops the device tools f
 run, never within one (R34).
 
 `HandTools` is what a turn runner or an agent hands its `TurnIO.tool`: memory tools go to
-`MemoryTools`; `spawn`/`tell` become `SpawnAgent`/`TellAgent` asks; `shell`, `read`,
+`MemoryTools`; `search`/`fetch` run right here (read-only, network only: actors/web_tools.py);
+`spawn`/`tell` become `SpawnAgent`/`TellAgent` asks; `shell`, `read`,
 `write`, `edit` become a `RunJob` whose id is the tool result's own idempotency key, so
 a job asked again is never run twice (R39).
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from everchat.actors.memory_tools import ToolOutcome
 from everchat.actors.models import ToolSpec
+from everchat.actors.web_tools import WEB_TOOL_NAMES, WEB_TOOLS, WebTools
 
 __all__ = [
     "AGENT_TOOLS",
@@ -30,6 +32,7 @@ __all__ = [
     "HandTools",
     "check_agent_name",
     "hand_tools",
+    "web_for",
 ]
 
 MAIN = "main"
@@ -162,10 +165,18 @@ DEVICE_TOOLS = (SHELL_TOOL, READ_TOOL, WRITE_TOOL, EDIT_TOOL)
 HAND_TOOL_NAMES = frozenset(spec.name for spec in AGENT_TOOLS + DEVICE_TOOLS)
 
 
-def hand_tools(devices: bool = True) -> tuple[ToolSpec, ...]:
-    """The tools after the memory tools, in the order every call sends them: the agent
-    tools, then (unless the run has tools off) the device tools."""
-    return AGENT_TOOLS + (DEVICE_TOOLS if devices else ())
+def hand_tools(devices: bool = True, web: bool = True) -> tuple[ToolSpec, ...]:
+    """The tools after the memory tools, in the order every call sends them: the web tools
+    (unless the run has search off; with tools off too), the agent tools, then (unless the
+    run has tools off) the device tools."""
+    return (WEB_TOOLS if web else ()) + AGENT_TOOLS + (DEVICE_TOOLS if devices else ())
+
+
+def web_for(settings) -> WebTools | None:
+    """The run's `search` and `fetch` (None when the run has search off)."""
+    if not settings.web:
+        return None
+    return WebTools.from_environment(allow_local=settings.allow_local_fetch == "on")
 
 
 class HandTools:
@@ -174,15 +185,16 @@ class HandTools:
     `ask(target, msg, timeout)` sends an ask (a node's, or a session's retrying one);
     `memory(name, arguments)` answers zoom and date. `devices`: whether this run offers the
     device tools. `extra`: handlers of other tools by name (the single placement's Python
-    callables)."""
+    callables). `web`: the run's `WebTools` (None: search is off)."""
 
     def __init__(self, ask: Callable, memory: Callable[[str, dict], ToolOutcome], caller: str = MAIN, *,
-                 devices: bool = True, extra: dict | None = None) -> None:
+                 devices: bool = True, extra: dict | None = None, web: WebTools | None = None) -> None:
         self._ask = ask
         self._memory = memory
         self.caller = caller
         self.devices = devices
         self.extra = dict(extra or {})
+        self.web = web
 
     def call(self, name: str, arguments: dict, key: str) -> ToolOutcome:
         """The tool's outcome; a refusal or a failure is an error outcome the model reads."""
@@ -192,6 +204,10 @@ class HandTools:
             if name in self.extra:
                 result = self.extra[name](arguments)
                 return result if isinstance(result, ToolOutcome) else ToolOutcome(str(result))
+            if name in WEB_TOOL_NAMES:
+                if self.web is None:
+                    return ToolOutcome(f"{name} is not available: this chat runs with search off.", is_error=True)
+                return self.web.call(name, arguments)
             if name in ("spawn", "tell"):
                 return self._agents(name, arguments, key, schema)
             if name in ("shell", "read", "write", "edit"):

@@ -45,6 +45,8 @@ def settings_flags(settings) -> dict:
     flags["compaction_jobs"] = settings.compaction_jobs
     flags["agent_jobs"] = settings.agent_jobs
     flags["tools"] = settings.tools
+    flags["search"] = settings.search
+    flags["allow_local_fetch"] = settings.allow_local_fetch
     if getattr(settings, "after_turn", ""):
         flags["after_turn"] = settings.after_turn
     if getattr(settings, "data_dir", None) is not None:

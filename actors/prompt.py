@@ -103,13 +103,22 @@ The device tools (shell, read, write, edit) run on the computer their `device` f
 names, by default the one running Everchat. The turn header lists the computers joined \
 now; a computer it does not list cannot be used now."""
 
+WEB = """\
+# The web
+search(query) gives results whose snippets are the engine's words, not the page's; \
+fetch(url) reads the page itself. Say which you read, and cite the URL of every web source \
+you use."""
+
 _INSTRUCTIONS_HEAD = "# The person's own instructions"
 
 
-def system_prompt(instructions: str = "", devices: bool = False) -> str:
-    """R34's system prompt; the computers paragraph only when device tools exist; the
-    person's own instructions after it. Same arguments, same bytes."""
+def system_prompt(instructions: str = "", devices: bool = False, web: bool = False) -> str:
+    """R34's system prompt; the web paragraph only when the web tools exist, the computers
+    paragraph only when device tools exist; the person's own instructions after it. Same
+    arguments, same bytes."""
     text = SYSTEM_PROMPT
+    if web:
+        text += "\n\n" + WEB
     if devices:
         text += "\n\n" + COMPUTERS
     instructions = instructions.strip()
@@ -166,8 +175,9 @@ class Prompt:
     tools: tuple[ToolSpec, ...]
 
     @classmethod
-    def make(cls, instructions: str = "", extra_tools: Sequence[ToolSpec] = (), devices: bool = False) -> Prompt:
-        return cls(system_prompt(instructions, devices=devices), memory_tools() + tuple(extra_tools))
+    def make(cls, instructions: str = "", extra_tools: Sequence[ToolSpec] = (), devices: bool = False,
+             web: bool = False) -> Prompt:
+        return cls(system_prompt(instructions, devices=devices, web=web), memory_tools() + tuple(extra_tools))
 
 
 def chat_prompt(settings, extra_tools: Sequence[ToolSpec] = ()) -> Prompt:
@@ -175,11 +185,13 @@ def chat_prompt(settings, extra_tools: Sequence[ToolSpec] = ()) -> Prompt:
     compactor build it here from the same settings, so all their calls send the same tools
     and system prompt and share one cache entry. The hand tools follow the memory tools
     (docs/HANDS.md §2); with `tools = "off"` the device tools and the computers paragraph
-    are left out for the whole run. `extra_tools`: the single placement's Python tools."""
+    are left out for the whole run, with `search = "off"` the web tools and the web
+    paragraph. `extra_tools`: the single placement's Python tools."""
     from everchat.actors.hands import hand_tools
 
-    devices = settings.devices
-    return Prompt.make(settings.instructions(), extra_tools=hand_tools(devices) + tuple(extra_tools), devices=devices)
+    devices, web = settings.devices, getattr(settings, "web", True)
+    return Prompt.make(settings.instructions(), extra_tools=hand_tools(devices, web) + tuple(extra_tools),
+                       devices=devices, web=web)
 
 
 def turn_header(now: datetime, computers: Sequence[str] | None = None) -> str:

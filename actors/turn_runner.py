@@ -41,7 +41,7 @@ from everchat.actors.models import ImageBlock, Message, ModelError, Request, Tex
 from everchat.actors.after_turn import HookRunner
 from everchat.actors.goals import (CHECK_MAX_TOKENS, CHECK_SYSTEM, CONTINUE, TURN_LIMIT, Goal, GoalBook, Step,
                                    check_text)
-from everchat.actors.hands import MAIN, HandTools
+from everchat.actors.hands import MAIN, HandTools, web_for
 from everchat.actors.prompt import chat_prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns import Input, TurnRunner
@@ -135,7 +135,8 @@ class TurnRunnerActor(Actor):
         if self.settings.devices:
             self.core.computers = self._computers
         self.hands = HandTools(self.node.ask, self.memory.call, MAIN, devices=self.settings.devices,
-                               extra={spec.name: handler for spec, handler in self.extra_tools})
+                               extra={spec.name: handler for spec, handler in self.extra_tools},
+                               web=web_for(self.settings))
         try:
             # Made now, not at the first turn: importing an SDK and building its client
             # took seconds in a fresh process on a busy machine (bench_turn's first turn).

@@ -154,7 +154,7 @@ def test_r38_two_spawned_agents_report_once_each_in_the_order_they_finished(monk
         turn = next(c.body for c in fake.model_calls if c.headers.get("x-everchat-call") == "turn")
         agent = next(c.body for c in fake.model_calls if c.headers.get("x-everchat-call") == "agent")
         assert agent["system"] == turn["system"] and agent["tools"] == turn["tools"]
-        assert [tool["name"] for tool in agent["tools"]] == ["zoom", "date", "spawn", "tell"]
+        assert [tool["name"] for tool in agent["tools"]] == ["zoom", "date", "search", "fetch", "spawn", "tell"]
     finally:
         node.stop()
 

@@ -9,26 +9,36 @@ from datetime import datetime, timezone
 import pytest
 
 from everchat.actors.config import ConfigError, load
-from everchat.actors.prompt import COMPUTERS, chat_prompt, turn_header
+from everchat.actors.prompt import COMPUTERS, WEB, chat_prompt, turn_header
 
 
 def _settings(monkeypatch, tmp_path, **flags):
-    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "EVERCHAT_CONFIG", "EVERCHAT_TOOLS"):
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "EVERCHAT_CONFIG", "EVERCHAT_TOOLS", "EVERCHAT_SEARCH"):
         monkeypatch.delenv(name, raising=False)
     return load(flags, home=tmp_path)
 
 
 def test_r34_tools_on_offers_the_device_tools_and_the_computers_paragraph(monkeypatch, tmp_path):
     prompt = chat_prompt(_settings(monkeypatch, tmp_path))
-    assert [t.name for t in prompt.tools] == ["zoom", "date", "spawn", "tell", "shell", "read", "write", "edit"]
-    assert COMPUTERS in prompt.system
+    assert [t.name for t in prompt.tools] == ["zoom", "date", "search", "fetch", "spawn", "tell", "shell", "read",
+                                              "write", "edit"]
+    assert COMPUTERS in prompt.system and WEB in prompt.system
 
 
 def test_r34_tools_off_drops_the_device_tools_and_the_paragraph_and_keeps_the_agents(monkeypatch, tmp_path):
     settings = _settings(monkeypatch, tmp_path, tools="off")
     prompt = chat_prompt(settings)
+    assert [t.name for t in prompt.tools] == ["zoom", "date", "search", "fetch", "spawn", "tell"]  # web stays
+    assert COMPUTERS not in prompt.system and "# Computers" not in prompt.system and WEB in prompt.system
+
+
+def test_search_off_drops_the_web_tools_and_their_paragraph_for_the_run(monkeypatch, tmp_path):
+    prompt = chat_prompt(_settings(monkeypatch, tmp_path, search="off", tools="off"))
     assert [t.name for t in prompt.tools] == ["zoom", "date", "spawn", "tell"]
-    assert COMPUTERS not in prompt.system and "# Computers" not in prompt.system
+    assert "# The web" not in prompt.system
+    monkeypatch.setenv("EVERCHAT_SEARCH", "maybe")
+    with pytest.raises(ConfigError, match="EVERCHAT_SEARCH"):
+        load(home=tmp_path)
 
 
 def test_r34_the_setting_comes_from_the_environment_and_a_bad_value_is_refused(monkeypatch, tmp_path):

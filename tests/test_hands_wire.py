@@ -91,8 +91,8 @@ def test_r38_r39_two_agents_run_shell_here_and_report_once_in_the_order_they_fin
     assert "echo alpha > alpha.txt" not in last_view
     # R26, R34, R45: one system prompt and one tool list for every call: one cache entry
     first = turns[0].body
-    assert [tool["name"] for tool in first["tools"]] == ["zoom", "date", "spawn", "tell", "shell", "read", "write",
-                                                         "edit"]
+    assert [tool["name"] for tool in first["tools"]] == ["zoom", "date", "search", "fetch", "spawn", "tell", "shell",
+                                                         "read", "write", "edit"]
     for call in turns + agents + compactions:
         assert (call.body["system"], call.body["tools"]) == (first["system"], first["tools"]), call.headers
 

@@ -146,7 +146,7 @@ def test_extra_tools_follow_the_memory_tools_and_their_results_are_logged(monkey
         session.compact(timeout=120)
     # the memory tools, the hands (docs/HANDS.md §2), then the extra ones
     assert [tool["name"] for tool in turn_calls(fake)[0].body["tools"]] == [
-        "zoom", "date", "spawn", "tell", "shell", "read", "write", "edit", "shout"]
+        "zoom", "date", "search", "fetch", "spawn", "tell", "shell", "read", "write", "edit", "shout"]
     # R26, R45: compactions send the turns' very system prompt and tools, extra tools included.
     compactions = [c for c in fake.model_calls if c.headers.get("x-everchat-call") == "compaction"]
     assert compactions

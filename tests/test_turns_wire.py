@@ -103,7 +103,8 @@ def test_r36_a_turns_request_on_the_wire_is_tools_system_view_then_header_and_me
     assert len(calls) == 2
     body = calls[1].body
     # R35's memory tools, then the hands (docs/HANDS.md §2), in the one order of every call
-    assert tool_names(body, provider) == ["zoom", "date", "spawn", "tell", "shell", "read", "write", "edit"]
+    assert tool_names(body, provider) == ["zoom", "date", "search", "fetch", "spawn", "tell", "shell", "read",
+                                          "write", "edit"]
     assert system_of(body, provider) == system_of(calls[0].body, provider)  # R34: the same bytes
     texts = user_texts(body, provider)
     assert "".join(texts[:-1]) == view  # the view, rendered before the message was logged

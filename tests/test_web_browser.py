@@ -9,6 +9,7 @@ import re
 import pytest
 
 from page_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, fake_reply_settings, serve, shot_folder
+from test_web_search import web  # noqa: F401 (fixture: the local search server)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
@@ -503,3 +504,33 @@ def test_a_lost_socket_reconnects_with_its_place_and_misses_nothing(served, page
     expect(page.locator("#messages li.msg-user").last).to_have_text(re.compile("the door code is 1234"))
     expect(assistant(page)).to_have_count(2)
     expect(page.locator("#messages li.msg-user")).to_have_count(2)
+
+
+def test_search_results_show_as_links_to_their_sources(tmp_path, pages, monkeypatch, web):
+    """Issue 13: a search tool row lists its results as links (text only, http(s) hrefs,
+    rel=noopener noreferrer), both live and from the log after a reload."""
+    monkeypatch.setenv("EVERCHAT_SEARCH_URL", web.base + "/html/")
+    monkeypatch.delenv("BRAVE_SEARCH_API_KEY", raising=False)
+    with FakeModelServer() as fake:
+        fake.script(Reply(ToolCall("search", {"query": "python"})), Reply(Text("See https://www.python.org/")),
+                    Reply(ToolCall("search", {"query": "hostile"})), Reply(Text("Done.")))
+        with serve(fake_reply_settings(tmp_path / "home", fake.base_url)) as served:
+            page = pages.new()
+            open_chat(page, served.link)
+            send(page, "Search for python.")
+            ended(page, replies=1)
+            for _ in range(2):
+                links = page.get_by_role("list", name="Search results").get_by_role("link")
+                expect(links).to_have_count(10)
+                expect(links.first).to_have_text("Welcome to Python.org")
+                expect(links.first).to_have_attribute("href", "https://www.python.org/")
+                expect(links.first).to_have_attribute("rel", "noopener noreferrer")
+                page.reload()
+                open_chat(page, served.link)
+            send(page, "Now the hostile one.")
+            ended(page, replies=2)
+            hostile = page.get_by_role("list", name="Search results").nth(1).get_by_role("link")
+            expect(hostile).to_have_count(1)  # the javascript: target never became a result
+            expect(hostile).to_have_text("<img src=x onerror=alert(1)> Safe")
+            expect(hostile).to_have_attribute("href", "https://ok.example/a?x=1&y=2")
+            expect(page.locator("#messages img")).to_have_count(0)

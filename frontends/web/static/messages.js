@@ -72,6 +72,8 @@ export function toolLabel(name, argumentsText) {
     return `Looked back at ${number(n)} messages`;
   }
   if (name === "date") return `Checked the date of ${args.id}`;
+  if (name === "search") return `Searched the web for ${JSON.stringify(String(args.query || ""))}`;
+  if (name === "fetch") return `Read the page ${args.url || ""}`.trim();
   if (name === "spawn") return `Started the agent ${args.name || ""}`.trim();
   if (name === "tell") return `Wrote to the agent ${args.name || ""}`.trim();
   return `Used ${name}`;
@@ -101,6 +103,45 @@ export function setResult(row, text, isError) {
   const result = row.querySelector(".result");
   result.textContent = text;
   row.classList.toggle("failed", Boolean(isError));
+  const old = row.querySelector(".sources");
+  if (old) old.remove();
+  const found = row.dataset.name === "search" && !isError ? searchResults(text) : [];
+  if (found.length) row.append(sourceList(found));
+}
+
+// A search tool's result text (actors/web_tools.py: "N. title", then the URL and the
+// snippet indented) as [{title, url, snippet}], keeping only http and https URLs.
+export function searchResults(text) {
+  const lines = String(text || "").split("\n");
+  const found = [];
+  for (let at = 0; at < lines.length; at += 1) {
+    const head = /^(\d+)\. (.+)$/.exec(lines[at]);
+    if (!head || !(lines[at + 1] || "").startsWith("   ")) continue;
+    const url = safeUrl(lines[at + 1].trim());
+    if (!url) continue;
+    const next = lines[at + 2] || "";
+    const snippet = next.startsWith("   ") ? next.trim() : "";
+    found.push({ title: head[2], url, snippet });
+  }
+  return found;
+}
+
+function safeUrl(text) {
+  try {
+    const url = new URL(text);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+  } catch (error) {
+    return null;
+  }
+}
+
+// The sources as links: text only (textContent), http(s) hrefs only, no referrer.
+function sourceList(found) {
+  return h("ol", { class: "sources", "aria-label": "Search results" }, found.map((item) =>
+    h("li", {},
+      h("a", { href: item.url, target: "_blank", rel: "noopener noreferrer", text: item.title }),
+      " ", h("span", { class: "source-url", text: item.url }),
+      item.snippet ? h("span", { class: "snippet", text: item.snippet }) : null)));
 }
 
 // Copy and Memory, for a row that is a logged message.
