@@ -3,6 +3,10 @@ the live socket, over the demo chat (whose check calls a goal met after one turn
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from web_world import run, until, web  # noqa: F401 (fixture)
 
 
@@ -34,3 +38,38 @@ def test_goal_runs_from_the_page_its_events_reach_the_socket_and_halt_answers(we
             await ws.close()
 
     run(body())
+
+
+def test_goal_and_halt_typed_on_the_page_show_their_lines(tmp_path):
+    """The page in a real browser (headless Chromium): `/goal TEXT` sends TEXT and the goal's
+    lines appear; `/goal` alone says there is none once it is met; `/halt` sends nothing."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    from page_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, serve
+
+    expect = playwright_api.expect
+    with serve(demo_settings(tmp_path / "home")) as running, playwright_api.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(running.link)
+            box = page.get_by_role("textbox", name="Message")
+            expect(box).to_be_visible(timeout=30_000)
+            box.fill("/goal Remember amber-42.")
+            box.press("Enter")
+            notices = page.locator("#messages li.notice")
+            expect(notices.filter(has_text="◎ goal: Remember amber-42.")).to_have_count(1, timeout=30_000)
+            expect(notices.filter(has_text="◎ Goal met. (Remember amber-42., 1 turn)")).to_have_count(1, timeout=30_000)
+            expect(page.locator("#messages li.msg-user").first).to_have_text(re.compile("Remember amber-42."))
+            expect(box).to_have_value("")
+            box.fill("/goal")
+            box.press("Enter")
+            expect(notices.filter(has_text="No goal: /goal TEXT sets one.")).to_have_count(1, timeout=30_000)
+            box.fill("/halt")
+            box.press("Enter")
+            expect(box).to_have_value("", timeout=30_000)
+            expect(page.locator("#messages li.msg-user")).to_have_count(1)
+            assert errors == []
+        finally:
+            browser.close()

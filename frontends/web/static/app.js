@@ -3,7 +3,7 @@
 // the locked screen. Each concern is its own module; they share the store in api.js.
 
 import { api, ApiError, clientName, on, store } from "./api.js";
-import { fetchNewest, loadNewest } from "./chat.js";
+import { fetchNewest, loadNewest, notice } from "./chat.js";
 import "./composer.js";
 import { $ } from "./dom.js";
 import { openInspector, showStatus } from "./inspector.js";
@@ -123,6 +123,12 @@ async function start() {
   api("/api/status").then((status) => {
     store.status = status;
     showStatus(status);
+  }).catch(() => {});
+  api("/api/goal").then(({ goal }) => { // issue 13: a goal kept from before is shown
+    if (goal) notice(goal.state === "paused"
+      ? `◎ goal (paused: ${goal.detail}; send a message to go on, /halt drops it): ${goal.text}`
+      : `◎ goal (${goal.turns} turns in a row so far; /halt drops it): ${goal.text}`,
+    goal.state === "paused" ? "warning" : "info");
   }).catch(() => {});
 }
 
