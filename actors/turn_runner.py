@@ -111,6 +111,7 @@ class TurnRunnerActor(Actor):
         self._goal_halt = threading.Event()  # a /halt ends a running goal check
         self._goal_loaded = False
         self._goal_saved: Goal | None = None
+        self._checking = False  # the worker makes a goal's check: input abandons it (`_goal_halt`)
         self.hook_limit = hook_limit
         self.hooks: HookRunner | None = None
 
@@ -173,6 +174,8 @@ class TurnRunnerActor(Actor):
         call once. A goal counts its turns in a row from the person's last word."""
         if meta is None:
             self._goal_step(lambda book: book.person_spoke())
+            if self._checking:  # the person's turn starts now; it is checked when it ends
+                self._goal_halt.set()
         with self._lock:
             if not self._active:
                 self._active = True
@@ -207,7 +210,8 @@ class TurnRunnerActor(Actor):
         """Make `text` the goal (replacing any other) and send it as the person's message."""
         self._load_goal()
         step = self._goal_step(lambda book: book.set(msg.text))
-        self._goal_halt.clear()
+        if self._checking:  # a check of the goal it replaces: abandoned
+            self._goal_halt.set()
         self._goal_event("set", step.goal)
         return self.on_user_input(schema.UserInput(text=msg.text, images=[], key=msg.key), delivery,
                                   meta={"goal": "set"})
@@ -378,15 +382,18 @@ class TurnRunnerActor(Actor):
         if goal is None or goal.state != "active":
             return
         try:
+            self._checking = True
             answer = self._check(goal, messages)
         except Exception as error:  # a failed check pauses the goal: it never loops
+            self._checking = False
             if self._goal_halt.is_set():
                 return
             log.warning("%s: the goal check failed: %s: %s", self, type(error).__name__, error)
             step = self._goal_step(lambda book: book.check_failed(f"{type(error).__name__}: {error}"))
         else:
+            self._checking = False
             if self._goal_halt.is_set():
-                return  # halted while it checked
+                return  # halted, or the person wrote (their turn is checked), while it checked
             step = self._goal_step(lambda book: book.checked(answer))
         if step.action == "met":
             self._goal_event("met", goal, step.detail)

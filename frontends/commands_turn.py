@@ -274,6 +274,10 @@ def _follow(session, turn: int, out, err) -> tuple[str, bool, str]:
         if isinstance(event, schema.Notice):
             _notice(event, err)
             continue
+        if isinstance(event, schema.AfterTurnFailed):  # issue 13: apart from the reply
+            err.write(printable(f"everchat: after turn {event.turn}: {event.detail}") + "\n")
+            err.flush()
+            continue
         if isinstance(event, schema.JobOutput):
             if event.caller == "main":  # R39: the turn's shell output as it comes, beside the tool line
                 err.write("".join(printable(f"  │ {row}") + "\n" for row in event.text.rstrip("\n").split("\n")))

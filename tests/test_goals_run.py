@@ -253,3 +253,21 @@ def test_a_goal_saved_during_a_turn_by_a_crash_is_paused_at_the_next_start(monke
         events = goal_events(session, ("met",))
         assert [e.event for e in events if isinstance(e, schema.GoalEvent)][-2:] == ["resumed", "met"]
         assert events[-1].turns == 1  # counted afresh from the person's word
+
+
+def test_input_while_the_check_runs_starts_its_turn_at_once_and_that_turn_is_checked(monkeypatch, tmp_path, fake):
+    settings = configure(monkeypatch, tmp_path, fake, "anthropic")
+    gate = Gate()
+    script = Script(["One.", "Two."], [Reply(Text("Not met."), gate=gate), "Goal met."])
+    fake.rule(script)
+    try:
+        with ChatSession.open(settings) as session:
+            session.goal("Do one and two.")
+            assert script.checking.wait(30)  # the first check is held by the gate
+            mine = session.send("Also do two.")  # a fresh turn at once: the held check is abandoned
+            events = goal_events(session, ("met", "paused"))
+            assert [e.event for e in events if isinstance(e, schema.GoalEvent)] == ["set", "met"]
+            assert [e.turn for e in events if isinstance(e, schema.TurnEnded)][-1] == mine
+            assert user_messages(session) == ["Do one and two.", "Also do two."]  # no continuation
+    finally:
+        gate.open()
