@@ -13,7 +13,7 @@ The loop, as the book sees it:
   with "Goal met." (case and whitespace tolerant): the goal ends. Anything else: the next
   turn starts with `CONTINUE`, unless `limit` turns ran in a row since the goal was set or
   the person last wrote: then the goal pauses and waits for the person.
-  `check_failed(error)`: pauses, with the error said.
+  `check_failed(error)`: pauses, with the error said; so does an empty answer.
 - `person_spoke()`: any message of the person's while a goal is on resets the count and
   resumes a paused goal (their message's turn is checked like any other).
 - `halt()`: drops the goal.
@@ -50,8 +50,9 @@ CONTINUE = "The goal isn't met yet: keep working."
 
 MET = "Goal met."
 
-CHECK_MAX_TOKENS = 200
-"""The check's answer is one short line."""
+CHECK_MAX_TOKENS = 512
+"""The check's answer is one short line; the rest is room for a reasoning model's own
+thinking (OpenAI counts it in the limit). An empty answer is a failed check."""
 
 CHECK_CHARS = 4000
 """Each message of the turn the check reads is cut to this many characters (head and tail),
@@ -182,6 +183,8 @@ class GoalBook:
     def checked(self, answer: str) -> Step:
         if self.goal is None or self.goal.state != "active":
             return Step("none", self.goal)  # halted or paused meanwhile
+        if not answer.strip():  # e.g. a reasoning model that spent the limit thinking
+            return self._pause(self.goal, "the goal check gave no answer")
         if is_met(answer):
             return self._step("met", None, MET)
         if self.goal.turns >= self.limit:

@@ -89,6 +89,14 @@ def test_a_failed_check_pauses_and_never_continues():
     assert step.action == "pause" and step.detail == "the goal check failed: APIError: 500"
 
 
+def test_an_empty_answer_is_a_failed_check_that_pauses():
+    book = GoalBook()
+    book.set("X.")
+    book.turn_ended("done")
+    step = book.checked("  \n")
+    assert step.action == "pause" and step.detail == "the goal check gave no answer"
+
+
 def test_halt_drops_the_goal_and_a_late_check_changes_nothing():
     book = GoalBook()
     book.set("X.")

@@ -271,3 +271,16 @@ def test_input_while_the_check_runs_starts_its_turn_at_once_and_that_turn_is_che
             assert user_messages(session) == ["Do one and two.", "Also do two."]  # no continuation
     finally:
         gate.open()
+
+
+def test_the_goal_runs_with_the_turn_runner_in_its_own_process(tmp_path):
+    from everchat.actors.config import load
+    from everchat.actors.supervisor import Placement
+
+    settings = load({"demo": True}, env={}, home=tmp_path)  # the demo's check calls a goal met
+    with ChatSession.open(settings, placement=Placement("processes", workers=1)) as session:
+        session.goal("Remember amber-42.")
+        events = goal_events(session, ("met", "paused"), timeout=60)
+        assert events[-1] == schema.GoalEvent("met", "Remember amber-42.", 1, goals.MET)
+        assert session.goal_status() is None
+    assert read_meta(settings.chat_dir, "Remember amber-42.") == [{"goal": "set"}]
