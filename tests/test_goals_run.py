@@ -195,10 +195,19 @@ def test_a_failed_check_pauses_the_goal_and_never_loops(monkeypatch, tmp_path, f
         assert user_messages(session) == ["Do it."]
 
 
-def test_the_turn_runner_pauses_a_goal_after_30_turns_in_a_row():
+def test_the_turn_runner_pauses_a_goal_after_30_turns_in_a_row(tmp_path):
+    from everchat.actors.catalog import build_actor
+    from everchat.actors.memory import Budget
+    from everchat.actors.config import load
+
     assert goals.TURN_LIMIT == 30
     assert inspect.signature(TurnRunnerActor).parameters["goal_limit"].default == 30
     assert goals.GoalBook().limit == 30
+    # the chat's supervisor builds the turn runner with its settings and tools only: the default
+    cls, args = build_actor("turn_runner", tmp_path / "chat", Budget(), settings=load({"demo": True}, env={},
+                                                                                         home=tmp_path))
+    actor = cls(*args)
+    assert cls is TurnRunnerActor and actor.goals.limit == 30
 
 
 def test_a_goal_pauses_at_its_turn_limit_in_the_actor(monkeypatch, tmp_path, fake):
