@@ -73,3 +73,25 @@ def test_a_paused_goal_is_shown_when_the_chat_opens_again(tmp_path):
                 assert chat.exit_code() == 0
         finally:
             session.close()
+
+
+def test_goal_halt_and_a_failing_after_turn_command_in_tmux(tmp_path):
+    """The real `everchat` in a real terminal (tmux): the demo's goal is met after one turn,
+    the after-turn command's failure is its own line, and /halt then has nothing to drop."""
+    import sys
+    from pathlib import Path
+
+    from tmux_world import clean_env, tmux_pane
+
+    everchat = Path(sys.executable).with_name("everchat")
+    with tmux_pane(clean_env(tmp_path / "home")) as pane:
+        pane.start(str(everchat), "--demo", "--after-turn", "echo hook-said-no; exit 3")
+        pane.wait("· demo")
+        pane.type("/goal Remember amber-42.")
+        pane.wait("◎ Goal met. (Remember amber-42., 1 turn)", idle=True)
+        screen = pane.wait("✗ after turn 0: the after-turn command failed (exit code 3):")
+        assert "hook-said-no" in screen and "◎ goal: Remember amber-42." in screen
+        pane.type("/halt")
+        pane.wait("no goal to drop")
+        pane.keys("C-d")
+        pane.wait("[exit 0]")
