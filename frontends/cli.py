@@ -386,7 +386,8 @@ def _run_actors(args, data_dir: Path) -> int:
             return 0
     from everchat.actors.process import SignalStop
 
-    on_term = SignalStop(stop, signal.SIGTERM)  # its relay starts once the actors run
+    # SIGINT as well: see commands_web.run (a main thread in stop.wait() may never see it).
+    on_term = SignalStop(stop, signal.SIGTERM, signal.SIGINT)  # its relay starts once the actors run
     if args.command == "actor":
         on_term.start()
         from everchat.actors.process import run_actor

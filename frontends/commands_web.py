@@ -114,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         raise CommandError(f"cannot set up the web sessions in {settings.home}: {error}") from None
     stop = threading.Event()
-    on_term = SignalStop(stop, signal.SIGTERM)  # never stop.set() inside the handler itself
+    # SIGINT through the relay too: a KeyboardInterrupt reaches a main thread blocked in
+    # stop.wait() only when the kernel hands the signal to that thread, and under load it
+    # often went to another one (CI: `web` not stopped by SIGINT within 120 s).
+    on_term = SignalStop(stop, signal.SIGTERM, signal.SIGINT)
     session = open_web_session(args, settings)
     on_term.start()  # after the actors started (a fork server forks only a one-thread process)
     try:
