@@ -247,3 +247,42 @@ def test_a_compactor_in_its_own_process_connects_through_the_cli(child_env, home
     assert summarizer.model == "haiku"
     assert fake_cli.calls == [("claudecode", {"executable": None, "model": "haiku", "timeout": 300.0,
                                               "concurrency": 2, "effort": None, "state_dir": home})]
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_ask_with_the_subscription_flags_reaches_connect_cli_for_replies_and_compactions(tmp_path, monkeypatch,
+                                                                                        fake_cli, capsys):
+    from cli_world import clean_home
+
+    from everchat.frontends.cli import main
+
+    clean_home(tmp_path, monkeypatch)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)  # never read under a subscription
+    status = main(["--connection", "subscription", "--cli", "claudecode", "--cli-timeout", "60",
+                   "--cli-concurrency", "2", "ask", "hi", "--reply-model", "opus", "--compaction-model", "haiku",
+                   "--reply-effort", "high"])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    assert out.out.strip()  # the fake's (the demo's) reply
+    home = tmp_path / "home"
+    common = {"executable": None, "timeout": 60.0, "concurrency": 2, "state_dir": home}
+    reply = ("claudecode", dict(common, model="opus", effort="high"))
+    compaction = ("claudecode", dict(common, model="haiku", effort=None))
+    assert reply in fake_cli.calls and compaction in fake_cli.calls
+    assert all(call in (reply, compaction) for call in fake_cli.calls)  # agents: the reply's
+    assert KEY not in out.out + out.err
+
+
+def test_a_bad_subscription_flag_is_a_usage_error_before_anything_starts(tmp_path, monkeypatch, fake_cli, capsys):
+    from cli_world import clean_home
+
+    from everchat.frontends.cli import main
+
+    clean_home(tmp_path, monkeypatch)
+    assert main(["--connection", "subscription", "ask", "hi"]) == 2
+    assert "needs its CLI: --cli claudecode|codex" in capsys.readouterr().err
+    assert main(["--connection", "subscription", "--cli", "codex", "--cli-concurrency", "9", "ask", "hi"]) == 2
+    assert "cli_concurrency (flag --cli-concurrency) must be 1 to 8, not 9" in capsys.readouterr().err
+    assert fake_cli.calls == [] and not (tmp_path / "home" / "chat").exists()
