@@ -481,7 +481,8 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
                 raise ConfigError(f"{name}.model is needed for {provider} (the model name the server knows); "
                                   f"set it with --{name}-model, {ENV[name + '.model']} or [{name}] model")
         key = {"anthropic": anthropic_key, "openai": openai_key, "openai-chat": openai_key}.get(provider)
-        return ModelSettings(provider, model, base_url, effort, dummy_key, api_key=key)
+        # The CLI's settings ride along unused (setup and the page show them).
+        return ModelSettings(provider, model, base_url, effort, dummy_key, api_key=key, **dict(cli, connection="api"))
 
     reply = role("reply", None)
     compaction = role("compaction", reply)

@@ -46,13 +46,10 @@ def settings_flags(settings) -> dict:
     # Always said, so that a process of its own never picks up another connection from the
     # file (the demo's "api" included).
     flags["connection"] = "subscription" if subscription else "api"
-    if subscription:
-        reply = settings.reply
-        flags["cli"] = reply.cli
-        if reply.cli_executable:
-            flags["cli_executable"] = reply.cli_executable
-        flags["cli_timeout"] = reply.cli_timeout
-        flags["cli_concurrency"] = reply.cli_concurrency
+    reply = settings.reply
+    for key in ("cli", "cli_executable", "cli_timeout", "cli_concurrency"):
+        if getattr(reply, key, None) is not None:
+            flags[key] = getattr(reply, key)
     flags["settle_timeout"] = settings.settle_timeout
     flags["tool_rounds"] = settings.tool_rounds
     flags["compaction_jobs"] = settings.compaction_jobs
