@@ -87,7 +87,8 @@ def running_models(settings) -> dict[str, Any]:
     """The models in use; under a subscription a model "" is the CLI's own default."""
     return {"reply": settings.reply.model, "summary": settings.compaction.model,
             "reply_effort": settings.reply.effort, "summary_effort": settings.compaction.effort,
-            "connection": settings.reply.connection, "cli": settings.reply.cli}
+            "connection": settings.reply.connection,
+            "cli": settings.reply.cli if settings.reply.connection == "subscription" else None}
 
 
 def _from_file(settings, values: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +105,8 @@ def _from_file(settings, values: dict[str, Any]) -> dict[str, Any]:
             out[name] = values.get(key)
         elif key == "connection":
             out[name] = values.get(key) or "api"
+        elif key == "cli":  # a CLI counts under a subscription only
+            out[name] = (values.get(key) or out[name]) if out["connection"] == "subscription" else None
         elif values.get(key):
             out[name] = values[key]
         elif out["connection"] == "subscription" != settings.reply.connection:
