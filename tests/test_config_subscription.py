@@ -286,3 +286,33 @@ def test_a_bad_subscription_flag_is_a_usage_error_before_anything_starts(tmp_pat
     assert main(["--connection", "subscription", "--cli", "codex", "--cli-concurrency", "9", "ask", "hi"]) == 2
     assert "cli_concurrency (flag --cli-concurrency) must be 1 to 8, not 9" in capsys.readouterr().err
     assert fake_cli.calls == [] and not (tmp_path / "home" / "chat").exists()
+
+
+def test_every_actor_in_its_own_process_connects_through_the_cli_with_the_sessions_settings(tmp_path):
+    """`--processes`: the turn runner and the compactors reload the settings from the flags
+    the supervisor hands them, and each connects through `connect_cli` (a fake in every
+    process, tests/fake_cli_site) with the CLI's settings; no key is read, none is the demo."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    site = Path(__file__).resolve().parent / "fake_cli_site"
+    calls, chat = tmp_path / "calls.jsonl", tmp_path / "chat"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
+    env.update(EVERCHAT_HOME=str(tmp_path / "home"), EVERCHAT_TEST_CLI_CALLS=str(calls), ANTHROPIC_API_KEY=KEY,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")])))
+    long = "The launch checklist for the amber-42 probe: " + "verify the seals, " * 60
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--processes", "--connection",
+                           "subscription", "--cli", "codex", "--cli-executable", "/opt/codex", "--cli-timeout", "42",
+                           "--cli-concurrency", "3", "--reply-model", "gpt-5.5", "ask", long, "--data-dir", str(chat)],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "amber-42" in done.stdout
+    rows = [json.loads(line) for line in calls.read_text().splitlines()]
+    common = {"cli": "codex", "executable": "/opt/codex", "timeout": 42.0, "concurrency": 3, "effort": None,
+              "state_dir": str(tmp_path / "home")}
+    assert all({k: v for k, v in row.items() if k not in ("pid", "model")} == common for row in rows), rows
+    assert {row["model"] for row in rows} == {"gpt-5.5", None}  # the reply's model, the compactions' default
+    assert len({row["pid"] for row in rows}) >= 3  # the session's check, the turn runner, the workers
+    assert KEY not in done.stdout + done.stderr
