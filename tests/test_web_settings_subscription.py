@@ -131,7 +131,7 @@ def subscribed(tmp_path, monkeypatch):
         yield world
 
 
-def test_me_says_the_running_subscription_and_no_demo(subscribed):
+def test_me_and_status_say_the_running_subscription_and_no_demo(subscribed):
     async def body():
         async with subscribed.client() as client:
             await subscribed.sign_in(client)
@@ -140,6 +140,8 @@ def test_me_says_the_running_subscription_and_no_demo(subscribed):
             assert answer["models"] == {"reply": "", "summary": "haiku", "reply_effort": None,
                                         "summary_effort": None, "connection": "subscription", "cli": "claudecode",
                                         "effort": None}
+            async with client.get(subscribed.base + "/api/status") as response:
+                assert (await response.json())["model"] == "subscription (claudecode)"  # status says it
             status, saved = await post(subscribed, client, {"cli": "codex"})
             assert status == 200, saved
             assert saved["models"]["cli"] == "codex" and saved["models"]["summary"] == "haiku"
