@@ -125,9 +125,11 @@ async function saveModels(event) {
   }
 }
 
-// The CLI is a choice only under a subscription.
+// The CLI is a choice only under a subscription, where an unnamed model is the CLI's own.
 function cliChoice() {
-  $("set-cli").disabled = $("set-connection").value !== "subscription";
+  const subscription = $("set-connection").value === "subscription";
+  $("set-cli").disabled = !subscription;
+  for (const id of ["set-reply-model", "set-summary-model"]) $(id).placeholder = subscription ? "the CLI's default" : "";
 }
 
 $("models-form").addEventListener("submit", saveModels);
