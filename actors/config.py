@@ -439,7 +439,7 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
     demo = bool(given.get("demo")) or env.get("EVERCHAT_DEMO", "") not in ("", "0")
     cli = _cli_settings(values, where, home_path)
     subscription = cli["connection"] == "subscription" and not demo
-    # Under a subscription no key is read at all (the CLI child gets none either).
+    # Under a subscription no key is read at all: a missing one is neither the demo nor MissingKey.
     anthropic_key = None if subscription else env.get("ANTHROPIC_API_KEY") or None
     openai_key = None if subscription else env.get("OPENAI_API_KEY") or None
     by_keys = "anthropic" if anthropic_key else "openai" if openai_key else "demo"
