@@ -15,6 +15,11 @@ the file is an error, and no repr, log line or error shows one.
     allow_local_fetch = "off"    # "on": fetch may read private and loopback addresses
     instructions = "instructions.md"   # the person's own instructions (R34), beside the file
     after_turn = "make test"     # a local command run after each turn (issue 13, docs/GOALS.md)
+    connection = "api"           # "subscription": every call through a CLI's own login (issue 13)
+    cli = "claudecode"           # claudecode | codex, with connection = "subscription"
+    cli_executable = "/opt/bin/claude"   # default: the CLI's name on PATH
+    cli_timeout = 300            # seconds one CLI call may take
+    cli_concurrency = 1          # CLI calls at once, 1 to 8, shared by the chat's processes
 
     [reply]
     provider = "anthropic"       # anthropic | openai | openai-chat | demo
@@ -32,6 +37,11 @@ Defaults: with `ANTHROPIC_API_KEY`, replies from Claude Sonnet and compactions f
 Claude Haiku (R33); else with `OPENAI_API_KEY`, OpenAI's models; else the offline
 demo. A configured provider is never swapped for another: without its key the
 connection fails with `MissingKey`.
+
+With `connection = "subscription"` every reply, agent and compaction call goes through
+the CLI (`connect_cli`): no API key is read or needed, the providers, base URLs and dummy
+keys are ignored, and a role's model is optional (the CLI's own default when unset).
+`--demo` still wins over it.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ import argparse
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,14 +80,22 @@ DEFAULT_MODELS = {
 }
 
 _MODEL_KEYS = ("provider", "model", "base_url", "effort", "dummy_key")
+_CLI_KEYS = ("connection", "cli", "cli_executable", "cli_timeout", "cli_concurrency")
 _TOP_KEYS = ("settle_timeout", "tool_rounds", "compaction_jobs", "instructions", "agent_jobs", "tools", "search",
-             "allow_local_fetch", "after_turn")
+             "allow_local_fetch", "after_turn") + _CLI_KEYS
 KEYS = tuple(f"{role}.{key}" for role in ("reply", "compaction") for key in _MODEL_KEYS) + _TOP_KEYS
 
 ENV = {key: "EVERCHAT_" + key.replace(".", "_").upper() for key in KEYS}
 """The environment variable of each setting, e.g. EVERCHAT_REPLY_MODEL, EVERCHAT_SETTLE_TIMEOUT."""
 
 _KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "openai-chat": "OPENAI_API_KEY"}
+
+CONNECTIONS = ("api", "subscription")
+"""`connection`: "api" (a provider and its key) or "subscription" (a CLI's own login)."""
+CLIS = ("claudecode", "codex")
+"""`cli` under a subscription: Claude Code (`claude`) or Codex (`codex`)."""
+CLI_TIMEOUT = 300.0
+"""`cli_timeout`'s default, in seconds."""
 
 
 class ConfigError(ValueError):
@@ -88,7 +106,12 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ModelSettings:
     """One role's model: the provider, the model name, an optional base URL and effort.
-    `api_key` is read from the provider's variable; it never shows in a repr."""
+    `api_key` is read from the provider's variable; it never shows in a repr.
+
+    Under `connection="subscription"` the provider is the CLI ("claudecode", "codex"),
+    `model` may be "" (the CLI's own default), there is no key, and `connect` asks
+    `everchat.actors.models.connect_cli` with the `cli_*` settings; `state_dir` (the
+    home) holds the CLI calls' gate shared by the chat's processes."""
 
     provider: str
     model: str
@@ -96,28 +119,73 @@ class ModelSettings:
     effort: str | None = None
     dummy_key: str | None = None
     api_key: str | None = field(default=None, repr=False, compare=False)
+    connection: str = "api"
+    cli: str | None = None
+    cli_executable: str | None = None
+    cli_timeout: float = CLI_TIMEOUT
+    cli_concurrency: int = 1
+    state_dir: Path | None = field(default=None, compare=False)
+
+    @property
+    def subscription(self) -> bool:
+        """Whether calls go through a CLI's own login (no key)."""
+        return self.connection == "subscription"
+
+    @property
+    def label(self) -> str:
+        """What `status` and the page show: the model, or `subscription (claudecode)`
+        (after the model's name when one is set)."""
+        if not self.subscription:
+            return self.model
+        where = f"subscription ({self.cli})"
+        return f"{self.model} via {where}" if self.model else where
 
     def __repr__(self) -> str:
+        effort = f", effort={self.effort!r}" if self.effort else ""
+        if self.subscription:
+            model = f", model={self.model!r}" if self.model else ""
+            executable = f", executable={self.cli_executable!r}" if self.cli_executable else ""
+            return (f"ModelSettings(subscription ({self.cli}){model}{effort}{executable}, "
+                    f"timeout={self.cli_timeout:g}, concurrency={self.cli_concurrency})")
         key = "set" if self.api_key else ("dummy" if self.dummy_key else "unset")
         url = f", base_url={self.base_url!r}" if self.base_url else ""
-        effort = f", effort={self.effort!r}" if self.effort else ""
         return f"ModelSettings({self.provider}, {self.model!r}{url}{effort}, key={key})"
 
     @property
     def key_variable(self) -> str | None:
-        """The environment variable the key comes from (None for the demo)."""
-        return _KEY_ENV.get(self.provider)
+        """The environment variable the key comes from (None for the demo and a subscription)."""
+        return None if self.subscription else _KEY_ENV.get(self.provider)
 
     def connect(self, max_retries: int = 2) -> Connection:
-        """The connection (raises `MissingKey` when the provider needs a key and has none)."""
+        """The connection (raises `MissingKey` when the provider needs a key and has none).
+        Under a subscription, the CLI's (`models.connect_cli`, imported here so that a
+        build without it still runs the API connections); `max_retries` is the API's."""
+        if self.subscription:
+            return self._connect_cli()
         return connect(self.provider, api_key=self.api_key or "", base_url=self.base_url,
                        dummy_key=self.dummy_key, max_retries=max_retries)
 
+    def _connect_cli(self) -> Connection:
+        from everchat.actors import models
+
+        connect_cli = getattr(models, "connect_cli", None)
+        if connect_cli is None:
+            raise models.ModelError("this Everchat has no subscription connection (models.connect_cli); "
+                                    "use connection = \"api\" or update Everchat", provider=self.cli or "",
+                                    model=self.model)
+        return connect_cli(self.cli, executable=self.cli_executable, model=self.model or None,
+                           timeout=self.cli_timeout, concurrency=self.cli_concurrency, effort=self.effort,
+                           state_dir=self.state_dir)
+
     def describe(self) -> dict[str, Any]:
         """For `status` and `setup`: everything but the key."""
-        return {"provider": self.provider, "model": self.model, "base_url": self.base_url, "effort": self.effort,
-                "key": "set" if self.api_key else ("dummy" if self.dummy_key else "unset"),
-                "key_variable": self.key_variable}
+        out = {"provider": self.provider, "model": self.model or None, "base_url": self.base_url, "effort": self.effort,
+               "key": "set" if self.api_key else ("dummy" if self.dummy_key else "unset"),
+               "key_variable": self.key_variable, "connection": self.connection, "label": self.label}
+        if self.subscription:
+            out.update(key="none needed", cli=self.cli, cli_executable=self.cli_executable,
+                       cli_timeout=self.cli_timeout, cli_concurrency=self.cli_concurrency)
+        return out
 
 
 @dataclass(frozen=True)
@@ -146,6 +214,11 @@ class Settings:
     """"on": fetch may read private, loopback and link-local addresses (docs/SEARCH.md)."""
     after_turn: str = ""
     """A command run after each turn (issue 13, actors/after_turn.py); "" for none."""
+
+    @property
+    def connection(self) -> str:
+        """"api" or "subscription" (issue 13): the same for both roles ("api" under --demo)."""
+        return self.reply.connection
 
     @property
     def devices(self) -> bool:
@@ -188,7 +261,7 @@ class Settings:
                 "compaction_jobs": self.compaction_jobs, "agent_jobs": self.agent_jobs, "tools": self.tools,
                 "search": self.search, "allow_local_fetch": self.allow_local_fetch,
                 "instructions": str(self.instructions_file) if self.instructions_file else None,
-                "after_turn": self.after_turn or None,
+                "after_turn": self.after_turn or None, "connection": self.connection,
                 "config_file": str(self.config_file) if self.config_file else None}
 
 
@@ -364,8 +437,11 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
                 "file": str(config_path)}.get(source, "default")
 
     demo = bool(given.get("demo")) or env.get("EVERCHAT_DEMO", "") not in ("", "0")
-    anthropic_key = env.get("ANTHROPIC_API_KEY") or None
-    openai_key = env.get("OPENAI_API_KEY") or None
+    cli = _cli_settings(values, where, home_path)
+    subscription = cli["connection"] == "subscription" and not demo
+    # Under a subscription no key is read at all: a missing one is neither the demo nor MissingKey.
+    anthropic_key = None if subscription else env.get("ANTHROPIC_API_KEY") or None
+    openai_key = None if subscription else env.get("OPENAI_API_KEY") or None
     by_keys = "anthropic" if anthropic_key else "openai" if openai_key else "demo"
 
     def role(name: str, fallback: ModelSettings | None) -> ModelSettings:
@@ -377,6 +453,11 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
 
         provider, model, base_url = get("provider"), get("model"), get("base_url")
         effort, dummy_key = get("effort"), get("dummy_key")
+        if effort is not None and effort not in EFFORTS:
+            raise ConfigError(f"{name}.effort ({where(name + '.effort')}) is one of {', '.join(EFFORTS)}, "
+                              f"not {effort!r}")
+        if subscription:  # the CLI chooses its vendor; the model is its default unless named
+            return ModelSettings(cli["cli"], model or "", None, effort, None, **cli)
         if demo:
             provider, model, base_url = "demo", "demo", None
         if provider is None:
@@ -399,11 +480,9 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
             if model is None:
                 raise ConfigError(f"{name}.model is needed for {provider} (the model name the server knows); "
                                   f"set it with --{name}-model, {ENV[name + '.model']} or [{name}] model")
-        if effort is not None and effort not in EFFORTS:
-            raise ConfigError(f"{name}.effort ({where(name + '.effort')}) is one of {', '.join(EFFORTS)}, "
-                              f"not {effort!r}")
         key = {"anthropic": anthropic_key, "openai": openai_key, "openai-chat": openai_key}.get(provider)
-        return ModelSettings(provider, model, base_url, effort, dummy_key, api_key=key)
+        # The CLI's settings ride along unused (setup and the page show them).
+        return ModelSettings(provider, model, base_url, effort, dummy_key, api_key=key, **dict(cli, connection="api"))
 
     reply = role("reply", None)
     compaction = role("compaction", reply)
@@ -435,6 +514,34 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
                     config_path if config_path.exists() else None,
                     {key: sources.get(key, "default") for key in KEYS}, data_dir, agent_jobs=agent_jobs, tools=tools,
                     after_turn=after_turn, **switches)
+
+
+def _cli_settings(values: Mapping[str, Any], where: Callable[[str], str], home: Path) -> dict[str, Any]:
+    """The `connection` and `cli_*` settings, checked (each error names its source), as
+    `ModelSettings` fields; `state_dir` is the home (the CLI calls' gate)."""
+    connection = values.get("connection") or "api"
+    if connection not in CONNECTIONS:
+        raise ConfigError(f"connection ({where('connection')}) is one of {', '.join(CONNECTIONS)}, "
+                          f"not {connection!r}")
+    cli = values.get("cli") or None
+    if cli is not None and cli not in CLIS:
+        raise ConfigError(f"cli ({where('cli')}) is one of {', '.join(CLIS)}, not {cli!r}")
+    if connection == "subscription" and cli is None:
+        raise ConfigError(f"connection = subscription ({where('connection')}) needs its CLI: "
+                          f"--cli {'|'.join(CLIS)}, {ENV['cli']} or cli = \"claudecode\" in the config file")
+    executable = values.get("cli_executable") or None
+    if executable is not None:
+        if not isinstance(executable, str):
+            raise ConfigError(f"cli_executable ({where('cli_executable')}) is a path (text), not {executable!r}")
+        executable = str(Path(executable).expanduser()) if executable.startswith("~") else executable
+    timeout = _number("cli_timeout", values.get("cli_timeout", CLI_TIMEOUT), where("cli_timeout"), float,
+                      float("-inf"))
+    if timeout <= 0:
+        raise ConfigError(f"cli_timeout ({where('cli_timeout')}) must be more than 0 seconds, "
+                          f"not {values.get('cli_timeout')!r}")
+    concurrency = _number("cli_concurrency", values.get("cli_concurrency", 1), where("cli_concurrency"), int, 1, 8)
+    return {"connection": connection, "cli": cli, "cli_executable": executable, "cli_timeout": timeout,
+            "cli_concurrency": concurrency, "state_dir": home}
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
@@ -470,3 +577,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) ->
     group.add_argument("--instructions", default=unset, help="a file with your own instructions (R34)")
     group.add_argument("--after-turn", dest="after_turn", default=unset, metavar="COMMAND",
                        help="a local command run after each turn (/bin/sh -c, 30 s, no keys; docs/GOALS.md)")
+    group.add_argument("--connection", default=unset, choices=CONNECTIONS,
+                       help="api (a provider and its key, the default) or subscription (every call through --cli)")
+    group.add_argument("--cli", default=unset, choices=CLIS,
+                       help="with --connection subscription: Claude Code or Codex, logged in with your subscription")
+    group.add_argument("--cli-executable", dest="cli_executable", default=unset, metavar="PATH",
+                       help="the CLI's program (default: claude or codex on PATH)")
+    group.add_argument("--cli-timeout", dest="cli_timeout", type=float, default=unset, metavar="SECONDS",
+                       help="seconds one CLI call may take (default 300)")
+    group.add_argument("--cli-concurrency", dest="cli_concurrency", type=int, default=unset, metavar="N",
+                       help="CLI calls at once, 1 to 8 (default 1): replies first, then summaries")

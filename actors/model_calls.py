@@ -34,12 +34,22 @@ def settings_flags(settings) -> dict:
     """The settings as `config.load` flags, so another process resolves the same ones
     (keys stay in the environment)."""
     flags: dict = {}
+    subscription = getattr(settings.reply, "connection", "api") == "subscription"
     for role in ("reply", "compaction"):
         model = getattr(settings, role)
-        for key in ("provider", "model", "base_url", "effort", "dummy_key"):
+        # Under a subscription the provider is the CLI's name, and a model may be unset ("").
+        keys = ("model", "effort") if subscription else ("provider", "model", "base_url", "effort", "dummy_key")
+        for key in keys:
             value = getattr(model, key)
-            if value is not None:
+            if value is not None and value != "":
                 flags[f"{role}.{key}"] = value
+    # Always said, so that a process of its own never picks up another connection from the
+    # file (the demo's "api" included).
+    flags["connection"] = "subscription" if subscription else "api"
+    reply = settings.reply
+    for key in ("cli", "cli_executable", "cli_timeout", "cli_concurrency"):
+        if getattr(reply, key, None) is not None:
+            flags[key] = getattr(reply, key)
     flags["settle_timeout"] = settings.settle_timeout
     flags["tool_rounds"] = settings.tool_rounds
     flags["compaction_jobs"] = settings.compaction_jobs

@@ -307,7 +307,7 @@ class TurnRunnerActor(Actor):
     def on_turn_status(self, msg: schema.TurnStatus, delivery) -> schema.TurnState:
         with self._lock:
             running, turn = self._active, self._turn if self._active else -1
-        return schema.TurnState(running=running, turn=turn, model=self.settings.reply.model,
+        return schema.TurnState(running=running, turn=turn, model=self.settings.reply.label,
                                 usage=self.core.usage.to_dict())
 
     # -- the worker thread --------------------------------------------------------------

@@ -4,7 +4,9 @@
 
 Options go before or after the command. `--data-dir` picks the chat folder (default
 `chat/` in `$EVERCHAT_HOME`, else `~/.everchat/chat`); `--demo` forces the offline
-models; the model flags (`--reply-model` …) override the environment and config.toml.
+models; the model flags (`--reply-model` …) override the environment and config.toml;
+`--connection subscription --cli claudecode|codex` sends every call through that CLI's own
+login instead of an API key (issue 13).
 
 `everchat` alone, or `everchat chat`, opens the terminal chat. `view`, `zoom`, `date`,
 `status` and `check` are read-only: they never take the folder's lock and never write
@@ -46,7 +48,7 @@ _COMMANDS = {
     "backup": "a consistent snapshot of the chat into a ZIP, while it runs or not (read-only; keys only with --with-keys)",
     "restore": "a backup ZIP into a new or empty --data-dir, every sum and the check passed first",
     "repair": "rebuild what is derived from the log (index, views), set unreadable files aside; never edits the log",
-    "setup": "choose the models, check them, save config.toml (keys stay in the environment)",
+    "setup": "choose the connection and models, check them, save config.toml (keys stay in the environment)",
     "serve": "run the chat's actors until interrupted",
     "web": "serve the chat to a browser on this computer (docs/WEB.md)",
     "actor": "run one actor that joins a running chat",
@@ -59,6 +61,8 @@ _COMMANDS = {
 _EPILOG = """\
 examples:
   everchat --demo ask 'Remember amber-42.'      one turn with the offline models
+  everchat --connection subscription --cli claudecode ask 'hi'
+                                                through Claude Code, logged in (no API key)
   everchat import notes.txt                     run it again after an interruption
   everchat zoom 40+8                            the two halves of the view line 40+8
   everchat status --data-dir ~/other-chat       options go before or after the command

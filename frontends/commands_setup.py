@@ -6,6 +6,12 @@ current setting. Each model is then checked with one tiny request at its configu
 base URL. The file gets the providers, models, base URLs and efforts, never a key:
 keys stay in ANTHROPIC_API_KEY and OPENAI_API_KEY (R33: the compaction model is set
 apart from the reply model, with its own effort).
+
+A subscription (issue 13) is chosen as the replies' connection, `claudecode` or `codex`:
+then no key is asked for or needed, compactions go through the same CLI, a model is
+optional (`-`: the CLI's own default), and the file gets `connection = "subscription"`
+and `cli`, with `--cli-executable`, `--cli-timeout` and `--cli-concurrency` when given
+as flags to setup.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ _PROVIDER_HELP = {
     "openai": "OpenAI's Responses API (key: OPENAI_API_KEY)",
     "openai-chat": "an OpenAI-compatible Chat Completions server, e.g. a local one",
     "demo": "the offline demo models (no key, no network)",
+    "claudecode": "your Claude subscription through Claude Code (the `claude` CLI, logged in; no key)",
+    "codex": "your ChatGPT subscription through Codex (the `codex` CLI, logged in; no key)",
 }
 
 
@@ -74,14 +82,21 @@ def _effort(answer: str) -> str | None:
 
 def _role(role: str, current, fallback: dict | None) -> dict:
     """The questions for one role; returns its settings ("provider", "model", …)."""
-    from everchat.actors.config import DEFAULT_MODELS
+    from everchat.actors.config import CLIS, DEFAULT_MODELS
     from everchat.actors.models import PROVIDERS
 
+    if fallback is not None and fallback["provider"] in CLIS:
+        print(f"Compactions go through the same subscription ({fallback['provider']}).")
+        return _subscription_role(role, current, fallback["provider"])
     if fallback is not None and _yes("Compactions through the same connection?", True):
         provider, base_url, dummy_key = fallback["provider"], fallback["base_url"], fallback["dummy_key"]
     else:
-        print("Connections: " + "; ".join(f"{p}: {_PROVIDER_HELP[p]}" for p in PROVIDERS))
-        provider = ask(f"Connection for {role}", current.provider, _one_of(PROVIDERS))
+        # A subscription serves both roles: it is chosen with the replies' connection.
+        choices = PROVIDERS + CLIS if fallback is None else PROVIDERS
+        print("Connections: " + "; ".join(f"{p}: {_PROVIDER_HELP[p]}" for p in choices))
+        provider = ask(f"Connection for {role}", current.provider, _one_of(choices))
+        if provider in CLIS:
+            return _subscription_role(role, current, provider)
         base_url = dummy_key = None
         if provider != "demo":
             same = provider == current.provider
@@ -103,6 +118,16 @@ def _role(role: str, current, fallback: dict | None) -> dict:
             "effort": None if effort in ("", "-") else effort, "dummy_key": dummy_key}
 
 
+def _subscription_role(role: str, current, cli: str) -> dict:
+    """The questions for one role under a subscription: the model (optional) and effort."""
+    same = current.connection == "subscription" and current.cli == cli
+    model = ask(f"Model for {role} (- for the CLI's own default)", (current.model if same else None) or "-")
+    effort = ask("Reasoning effort (- for the model's own default)", (current.effort if same else None) or "-",
+                 _effort)
+    return {"provider": cli, "model": None if model in ("", "-") else model, "base_url": None,
+            "effort": None if effort in ("", "-") else effort, "dummy_key": None}
+
+
 def check_model(model_settings, timeout: float = 60.0) -> str | None:
     """One tiny request to the model at its configured URL: None when it answered, else
     why not (the model error's words; never a key)."""
@@ -120,7 +145,7 @@ def check_model(model_settings, timeout: float = 60.0) -> str | None:
 
 
 def run_setup(args: argparse.Namespace) -> int:
-    from everchat.actors.config import ENV, ConfigError, ModelSettings, config_file, read_file, save_file
+    from everchat.actors.config import CLIS, ENV, ConfigError, ModelSettings, config_file, read_file, save_file
 
     current = load_settings(args)
     path = config_file(args)
@@ -129,21 +154,29 @@ def run_setup(args: argparse.Namespace) -> int:
     except ConfigError as error:
         raise CommandError(f"{error}; fix or remove it, then run setup again") from None
     print(f"Everchat setup: the settings go to {path}. Keys are never saved: they stay in your "
-          "environment (ANTHROPIC_API_KEY, OPENAI_API_KEY).")
+          "environment (ANTHROPIC_API_KEY, OPENAI_API_KEY). A subscription (claudecode, codex) needs none: "
+          "its CLI's own login is used.")
     print("Press Enter to keep the value in brackets.")
     print("-- replies: the model you talk to")
     reply = _role("reply", current.reply, None)
     print("-- compactions: the cheaper model that writes the memory's one-line summaries (R33)")
     compaction = _role("compaction", current.compaction, reply)
 
+    subscription = reply["provider"] in CLIS
+    cli = {key: getattr(current.reply, key) for key in ("cli_executable", "cli_timeout", "cli_concurrency")}
     failed = []
     for role, answers in (("reply", reply), ("compaction", compaction)):
-        variable = {"anthropic": "ANTHROPIC_API_KEY"}.get(answers["provider"], "OPENAI_API_KEY")
-        key = os.environ.get(variable) if answers["provider"] != "demo" else None
-        chosen = ModelSettings(answers["provider"], answers["model"], answers["base_url"], answers["effort"],
-                               answers["dummy_key"], api_key=key or None)
-        where = f" at {chosen.base_url}" if chosen.base_url else ""
-        print(f"Checking the {role} model {chosen.model} ({chosen.provider}{where}) ... ", end="", flush=True)
+        if subscription:  # no key at all: the CLI's own login
+            chosen = ModelSettings(answers["provider"], answers["model"] or "", effort=answers["effort"],
+                                   connection="subscription", cli=answers["provider"], state_dir=current.home, **cli)
+            print(f"Checking the {role} model, {chosen.label} ... ", end="", flush=True)
+        else:
+            variable = {"anthropic": "ANTHROPIC_API_KEY"}.get(answers["provider"], "OPENAI_API_KEY")
+            key = os.environ.get(variable) if answers["provider"] != "demo" else None
+            chosen = ModelSettings(answers["provider"], answers["model"], answers["base_url"], answers["effort"],
+                                   answers["dummy_key"], api_key=key or None)
+            where = f" at {chosen.base_url}" if chosen.base_url else ""
+            print(f"Checking the {role} model {chosen.model} ({chosen.provider}{where}) ... ", end="", flush=True)
         started = time.monotonic()
         problem = check_model(chosen)
         if problem is None:
@@ -159,10 +192,19 @@ def run_setup(args: argparse.Namespace) -> int:
     values = {key: value for key, value in kept.items() if "." not in key}
     for role, answers in (("reply", reply), ("compaction", compaction)):
         for key, value in answers.items():
-            values[f"{role}.{key}"] = value
+            if not (subscription and key == "provider"):  # under a subscription the CLI is `cli`
+                values[f"{role}.{key}"] = value
+    if subscription:
+        values.update(connection="subscription", cli=reply["provider"])
+        for key in ("cli_executable", "cli_timeout", "cli_concurrency"):
+            if current.sources.get(key) == "flag":  # setup --cli-timeout 600 …: saved with the rest
+                values[key] = cli[key]
+    elif "connection" in values:
+        values["connection"] = "api"
     save_file(path, values)
     print(f"Saved {path}." if not failed else f"Saved {path}, though the {' and '.join(failed)} check failed.")
-    shadowed = [ENV[key] for key in values if "." in key and os.environ.get(ENV[key])]
+    shadowed = [ENV[key] for key in values
+                if ("." in key or key in ("connection", "cli")) and os.environ.get(ENV[key])]
     if shadowed:
         print(f"Note: {', '.join(shadowed)} in your environment still override{'s' if len(shadowed) == 1 else ''} "
               "the file.")

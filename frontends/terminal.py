@@ -590,7 +590,7 @@ def run(settings=None, *, stdin=None, placement=None, session=None, title: str |
         session = _open(settings, placement)
         if session is None:
             return 1
-        title = title or f"Everchat · {settings.reply.model}"
+        title = title or f"Everchat · {settings.reply.label}"
     try:
         terminal = Terminal(session, title=title or "")
         code = terminal.run()

@@ -22,6 +22,8 @@ KEPT = {"settle_timeout": 7.5, "tool_rounds": 12, "reply.provider": "openai-chat
         "reply.base_url": "http://localhost:11434/v1", "reply.dummy_key": "ollama", "reply.effort": "low",
         "compaction.provider": "demo"}
 """A config file as setup may have left it."""
+API = {"connection": "api", "cli": None}
+"""The connection the demo runs on (issue 13's subscription unset)."""
 
 
 def config(web):
@@ -58,7 +60,7 @@ def test_saving_writes_the_models_and_efforts_and_nothing_else(web):
                                                     "reply_effort": "high", "summary_effort": "minimal"})
             assert status == 200, text
             new = {"reply": "claude-opus-9", "summary": "haiku-x", "reply_effort": "high",
-                   "summary_effort": "minimal"}
+                   "summary_effort": "minimal", **API}
             assert json.loads(text) == {"saved": True, "restart": True, "models": new}
             after = read_file(config(web))
             assert after == dict(before, **{"reply.model": "claude-opus-9", "compaction.model": "haiku-x",
@@ -88,7 +90,7 @@ def test_without_a_file_saving_makes_one_with_only_the_models(web):
             assert status == 200, text
             assert read_file(config(web)) == {"reply.model": "gpt-9", "compaction.effort": "max"}
             saved = (await me(web, client))["saved_models"]
-            assert saved == {"reply": "gpt-9", "summary": "demo", "reply_effort": None, "summary_effort": "max"}
+            assert saved == {"reply": "gpt-9", "summary": "demo", "reply_effort": None, "summary_effort": "max", **API}
 
     run(body())
 
@@ -110,9 +112,9 @@ REFUSED = [
     ({"summary_effort": 3}, 400, "summary_effort is one of " + ", ".join(EFFORTS)
      + " (or empty for the model's own default)"),
     ({"reply_model": "gpt-9", "reply_base_url": "http://evil.example"}, 400,
-     "no setting 'reply_base_url' here (known: reply_model, summary_model, reply_effort, summary_effort)"),
+     "no setting 'reply_base_url' here (known: reply_model, summary_model, reply_effort, summary_effort, connection, cli)"),
     ({"temperature": 1}, 400,
-     "no setting 'temperature' here (known: reply_model, summary_model, reply_effort, summary_effort)"),
+     "no setting 'temperature' here (known: reply_model, summary_model, reply_effort, summary_effort, connection, cli)"),
     ({}, 400, "nothing to save"),
     ([1, 2], 400, "the body is not a JSON object"),
     (b"{not json", 400, "the body is not JSON"),

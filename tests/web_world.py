@@ -84,7 +84,13 @@ async def until(ws, predicate, seen: list | None = None, timeout: float = 60.0) 
 @pytest.fixture
 def web(tmp_path):
     home = tmp_path / "home"
-    settings = load({"demo": True}, env={}, home=home)
+    yield from served(tmp_path, load({"demo": True}, env={}, home=home))
+
+
+def served(tmp_path, settings):
+    """The `web` fixture's world over `settings` (their home in `tmp_path`), as a generator
+    a fixture yields from."""
+    home = Path(settings.home)
     clock = Clock()
     token = load_token(home)
     session = ChatSession.open(settings)

@@ -1,8 +1,10 @@
 """`POST /api/settings` and `/api/me`'s `saved_models` (docs/WEB.md): the page changes the
-reply model, the summary (compaction) model and each one's reasoning effort in the config
-file, the way `everchat setup` saves it (`actors.config.read_file` and `save_file`: the
-rest of the file stays as it is; keys are never written). The running chat keeps its
-models until `everchat web` starts again. Private to `everchat.frontends.web`."""
+reply model, the summary (compaction) model and each one's reasoning effort, and the
+connection (`api`, or a `subscription` through the `cli` claudecode or codex, issue 13)
+in the config file, the way `everchat setup` saves it (`actors.config.read_file` and
+`save_file`: the rest of the file stays as it is; keys are never written). The running
+chat keeps its models until `everchat web` starts again. Private to
+`everchat.frontends.web`."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from everchat.actors.config import ConfigError, read_file, save_file
+from everchat.actors.config import CLIS, CONNECTIONS, ConfigError, read_file, save_file
 from everchat.actors.models import EFFORTS
 
 __all__ = ["FIELDS", "MODEL_LIMIT", "SavingError", "check", "config_path", "running_models", "saved_models", "save"]
@@ -18,10 +20,13 @@ __all__ = ["FIELDS", "MODEL_LIMIT", "SavingError", "check", "config_path", "runn
 MODEL_LIMIT = 200
 """A model name is at most 200 characters."""
 FIELDS = {"reply_model": "reply.model", "summary_model": "compaction.model",
-          "reply_effort": "reply.effort", "summary_effort": "compaction.effort"}
+          "reply_effort": "reply.effort", "summary_effort": "compaction.effort",
+          "connection": "connection", "cli": "cli"}
 """The body's fields and the config file's settings they change."""
-_ANSWER = {"reply.model": "reply", "compaction.model": "summary",
+_ANSWER = {"connection": "connection", "cli": "cli",  # the connection first: a model may follow from it
+           "reply.model": "reply", "compaction.model": "summary",
            "reply.effort": "reply_effort", "compaction.effort": "summary_effort"}
+_CHOICES = {"connection": CONNECTIONS, "cli": CLIS}
 _LOCK = threading.Lock()  # one read-change-write of the file at a time
 
 
@@ -37,7 +42,8 @@ def check(body: dict) -> dict[str, Any]:
     """The body's changes as config settings ("reply.model": …; an effort None: the
     model's own default). Refused: no field, an unknown field (API keys and base URLs
     among them), an empty, overlong or control-character model name, an effort outside
-    `EFFORTS`."""
+    `EFFORTS`, a connection other than api or subscription, a cli other than claudecode
+    or codex."""
     unknown = sorted(name for name in body if name not in FIELDS)
     if any("key" in name.lower() for name in unknown):
         raise SavingError("API keys stay in the environment, never in the config file")
@@ -47,7 +53,11 @@ def check(body: dict) -> dict[str, Any]:
         raise SavingError("nothing to save")
     out: dict[str, Any] = {}
     for name, value in body.items():
-        if name.endswith("_model"):
+        if name in _CHOICES:
+            if not isinstance(value, str) or value not in _CHOICES[name]:
+                raise SavingError(f"{name} is one of {', '.join(_CHOICES[name])}")
+            out[FIELDS[name]] = value
+        elif name.endswith("_model"):
             if not isinstance(value, str) or not value.strip():
                 raise SavingError(f"{name} is a model's name, not empty")
             if len(value) > MODEL_LIMIT:
@@ -74,14 +84,18 @@ def config_path(settings) -> Path:
 
 
 def running_models(settings) -> dict[str, Any]:
+    """The models in use; under a subscription a model "" is the CLI's own default."""
     return {"reply": settings.reply.model, "summary": settings.compaction.model,
-            "reply_effort": settings.reply.effort, "summary_effort": settings.compaction.effort}
+            "reply_effort": settings.reply.effort, "summary_effort": settings.compaction.effort,
+            "connection": settings.reply.connection,
+            "cli": settings.reply.cli if settings.reply.connection == "subscription" else None}
 
 
 def _from_file(settings, values: dict[str, Any]) -> dict[str, Any]:
     """The models as they will be after a restart with the same flags and environment:
     the file's, except where a flag or a variable sets one (it still wins) or the file
-    names no model (the running one stays)."""
+    names no model (the running one stays; a subscription that starts uses the CLI's own
+    default)."""
     out = running_models(settings)
     sources = getattr(settings, "sources", {}) or {}
     for key, name in _ANSWER.items():
@@ -89,8 +103,14 @@ def _from_file(settings, values: dict[str, Any]) -> dict[str, Any]:
             continue
         if key.endswith(".effort"):
             out[name] = values.get(key)
+        elif key == "connection":
+            out[name] = values.get(key) or "api"
+        elif key == "cli":  # a CLI counts under a subscription only
+            out[name] = (values.get(key) or out[name]) if out["connection"] == "subscription" else None
         elif values.get(key):
             out[name] = values[key]
+        elif out["connection"] == "subscription" != settings.reply.connection:
+            out[name] = ""  # a subscription starting without a model named: the CLI's own default
     return out
 
 
@@ -118,6 +138,9 @@ def save(settings, changes: dict[str, Any]) -> dict[str, Any]:
         except ConfigError as error:
             raise SavingError(f"{error}; fix or remove it (or run everchat setup)") from None
         values.update(changes)
+        flagged = (getattr(settings, "sources", {}) or {}).get("cli") in ("flag", "env")
+        if values.get("connection") == "subscription" and not values.get("cli") and not flagged:
+            raise SavingError(f"a subscription needs its CLI: cli is one of {', '.join(CLIS)}")
         try:
             save_file(path, values)
         except (ConfigError, OSError) as error:

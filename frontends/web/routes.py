@@ -60,8 +60,9 @@ async def get_me(request: web.Request) -> web.Response:
 
 
 async def post_settings(request: web.Request) -> web.Response:
-    """Save the reply and summary models and their efforts to config.toml (as `everchat
-    setup` does); the running chat keeps its models until `everchat web` starts again."""
+    """Save the reply and summary models, their efforts and the connection (api, or a
+    subscription and its CLI) to config.toml (as `everchat setup` does); the running chat
+    keeps its models until `everchat web` starts again."""
     body = await read_json(request)
     try:
         changes = model_settings.check(body)

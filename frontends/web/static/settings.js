@@ -1,5 +1,6 @@
-// Settings: the connection and models (the reply and summary models and their efforts are
-// saved to config.toml by POST /api/settings and apply at the next start), the theme, the
+// Settings: the connection and models (api or a subscription through a CLI, the reply and
+// summary models and their efforts are saved to config.toml by POST /api/settings and apply
+// at the next start), the theme, the
 // sessions (revoke), and pairing another device (a single-use link and its QR code, drawn by
 // the server).
 
@@ -21,9 +22,10 @@ export function showMe(me, force = false) {
   const rows = [
     ["This browser", (me.session && me.session.name) || ""],
     ["Chat folder", me.chat || ""],
-    ["Reply model in use", models.reply || ""],
+    ["Connection in use", connectionText(models)],
+    ["Reply model in use", modelText(models, models.reply)],
     ["Reply effort", models.reply_effort || models.effort || "default"],
-    ["Summary model in use", models.summary || ""],
+    ["Summary model in use", modelText(models, models.summary)],
     ["Summary effort", models.summary_effort || "default"],
     ["Everchat", me.version || ""],
   ];
@@ -34,9 +36,19 @@ export function showMe(me, force = false) {
 // ---- models (saved to config.toml; they apply when `everchat web` starts again) ---------
 
 const MODEL_FIELDS = {
+  connection: "set-connection", cli: "set-cli",
   reply_model: "set-reply-model", reply_effort: "set-reply-effort",
   summary_model: "set-summary-model", summary_effort: "set-summary-effort",
 };
+
+function connectionText(models) {
+  return models.connection === "subscription" ? `subscription (${models.cli})` : "API";
+}
+
+// Under a subscription a model left unnamed is the CLI's own default.
+function modelText(models, name) {
+  return name || (models.connection === "subscription" ? "the CLI's default" : "");
+}
 let shown = {}; // the form's values as last filled: only what differs from them is sent
 
 function efforts(select, allowed, value) {
@@ -51,9 +63,10 @@ function pendingText(me) {
   const saved = me.saved_models;
   if (!saved) return "";
   const effort = (value) => value || "default effort";
+  const through = saved.connection === "subscription" ? ` through ${connectionText(saved)}` : "";
   let text = "Saved. The new models apply when `everchat web` starts again. Next start: " +
-    `replies from ${saved.reply} (${effort(saved.reply_effort)}), ` +
-    `summaries from ${saved.summary} (${effort(saved.summary_effort)}).`;
+    `replies from ${modelText(saved, saved.reply)} (${effort(saved.reply_effort)}), ` +
+    `summaries from ${modelText(saved, saved.summary)} (${effort(saved.summary_effort)})${through}.`;
   if (me.demo) text += " The demo models stay in use while no API key is set.";
   return text;
 }
@@ -68,9 +81,13 @@ function fillModels(me, force = false) {
   const models = { ...(me.models || {}), ...(me.saved_models || {}) };
   const allowed = me.efforts || [];
   shown = {
+    connection: models.connection || "api", cli: models.cli || "claudecode",
     reply_model: models.reply || "", reply_effort: models.reply_effort || "",
     summary_model: models.summary || "", summary_effort: models.summary_effort || "",
   };
+  $("set-connection").value = shown.connection;
+  $("set-cli").value = shown.cli;
+  cliChoice();
   $("set-reply-model").value = shown.reply_model;
   $("set-summary-model").value = shown.summary_model;
   efforts($("set-reply-effort"), allowed, shown.reply_effort);
@@ -89,6 +106,8 @@ async function saveModels(event) {
     const value = $(id).value;
     if (value !== shown[field]) changes[field] = value;
   }
+  // A subscription is saved with its CLI, whichever was shown.
+  if (changes.connection === "subscription") changes.cli = $("set-cli").value;
   if (Object.keys(changes).length === 0) {
     showError(error, "Nothing changed.");
     return;
@@ -106,7 +125,15 @@ async function saveModels(event) {
   }
 }
 
+// The CLI is a choice only under a subscription, where an unnamed model is the CLI's own.
+function cliChoice() {
+  const subscription = $("set-connection").value === "subscription";
+  $("set-cli").disabled = !subscription;
+  for (const id of ["set-reply-model", "set-summary-model"]) $(id).placeholder = subscription ? "the CLI's default" : "";
+}
+
 $("models-form").addEventListener("submit", saveModels);
+$("set-connection").addEventListener("change", cliChoice);
 
 // ---- theme -----------------------------------------------------------------------------
 
