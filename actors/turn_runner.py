@@ -155,7 +155,10 @@ class TurnRunnerActor(Actor):
         self._worker.start()
 
     def on_stop(self) -> None:
-        """Runs in the actor's thread: stop the running call and the worker."""
+        """Runs in the actor's thread: stop the running call and the worker; the after-turn
+        commands already queued (the last turn's too) run to their end before it returns
+        (`HookRunner.close`: at most `after_turn.STOP_SECONDS` in all, which the supervisor
+        waits for)."""
         self._halt.set()
         self._goal_halt.set()
         self._work.put(None)
