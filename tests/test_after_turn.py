@@ -206,12 +206,12 @@ def test_the_last_turns_command_of_ask_runs_before_ask_ends(monkeypatch, tmp_pat
     first and waits for it), and the failure of the last is said on stderr."""
     from everchat.actors import after_turn
     from everchat.frontends.cli import main
+    from test_goals_run import Script
 
     configure(monkeypatch, tmp_path, fake, "anthropic")
     command, order, started, release = held_command(tmp_path)
     monkeypatch.setenv("EVERCHAT_AFTER_TURN", command + '; [ "$EVERCHAT_TURN" = 0 ] || exit 5')
-    checks = ["Not met: one more step.", "Goal met."]
-    fake.rule(lambda request: Reply(Text(checks.pop(0) if not request.tool_names else "Working.")))
+    fake.rule(Script(["Working.", "Working."], ["Not met: one more step.", "Goal met."]))
     closing = threading.Event()
     close = after_turn.HookRunner.close
 
