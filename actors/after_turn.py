@@ -13,6 +13,12 @@ command after each turn.
   running in its process group when it exits is ended with it.
 - `HookRunner` runs them one at a time, in the order the turns ended, on a thread of its
   own: a slow command never delays the next turn, and commands never overlap.
+- Closing (the chat exits, a one-shot `ask` ends) takes no new command, and the commands
+  already queued still run, in order, each to its end or its limit: the last turn's command
+  is never dropped. One still waiting `CLOSE_START_SECONDS` after the close is not started
+  (said, as a failure); so a close takes at most `CLOSE_START_SECONDS + LIMIT` (and a
+  little), and the supervisor waits `STOP_SECONDS` for the turn runner's stop
+  (actors/supervisor.py), so a running command is never cut by that wait.
 - A failure (a non-zero exit, the time limit, a command that cannot start) goes to
   `on_failure(turn, detail)`; it never touches the log, so a saved reply stays saved.
 
@@ -28,16 +34,26 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LIMIT", "HookResult", "HookRunner", "hook_env", "run_hook"]
+__all__ = ["CLOSE_START_SECONDS", "LIMIT", "STOP_SECONDS", "HookResult", "HookRunner", "hook_env", "run_hook"]
 
 log = logging.getLogger("everchat.after_turn")
 
 LIMIT = 30.0
 """Seconds an after-turn command may run."""
+
+CLOSE_START_SECONDS = 60.0
+"""At close, a queued command still starts up to this many seconds after the close."""
+
+STOP_SECONDS = 5.0 + CLOSE_START_SECONDS + LIMIT + 10.0
+"""The longest the turn runner's stop may take with after-turn commands queued: its worker's
+end (5 s), the queued commands (the last starting `CLOSE_START_SECONDS` after the close and
+running `LIMIT`), and a margin for a killed group's end and the failure's report. The
+supervisor waits this long for the turn runner before it kills it."""
 
 TAIL_CHARS = 2000
 """How much of a failed command's output is shown."""
@@ -106,41 +122,64 @@ def _tail(out) -> str:
 
 class HookRunner:
     """Runs the after-turn command for each ended turn, one at a time, in order, on its
-    own thread. `submit(turn)` returns at once; `close()` ends the thread after the
-    command running now (the rest are dropped)."""
+    own thread. `submit(turn)` returns at once; `close()` takes no more and waits while the
+    commands already queued run (see the module docstring)."""
 
     def __init__(self, command: str, *, chat: Path | str, home: Path | str,
                  on_failure: Callable[[int, str], None], limit: float = LIMIT,
-                 environ: Mapping[str, str] | None = None, on_done: Callable[[int, HookResult], None] | None = None
-                 ) -> None:
+                 environ: Mapping[str, str] | None = None, on_done: Callable[[int, HookResult], None] | None = None,
+                 start_within: float = CLOSE_START_SECONDS) -> None:
         self.command = command
         self.chat = chat
         self.home = home
         self.limit = limit
+        self.start_within = start_within
         self.on_failure = on_failure
         self.on_done = on_done
         self.environ = environ
         self._queue: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
         self._closed = False
+        self._start_by: float | None = None  # set by close(): no command starts after it
         self._thread = threading.Thread(target=self._run, name="after-turn", daemon=True)
         self._thread.start()
 
-    def submit(self, turn: int) -> None:
-        if not self._closed:
-            self._queue.put(turn)
+    def __repr__(self) -> str:
+        return f"<HookRunner {self.command[:40]!r} chat={self.chat} pid={os.getpid()} closed={self._closed}>"
 
-    def close(self, timeout: float = 5.0) -> None:
-        self._closed = True
-        self._queue.put(None)
-        self._thread.join(timeout=timeout)
+    def submit(self, turn: int) -> None:
+        """Queue turn `turn`'s command. After `close()` nothing is taken: said in the log."""
+        with self._lock:
+            if not self._closed:
+                self._queue.put(turn)
+                return
+        log.warning("%r: turn %d ended after the close; its after-turn command is not run", self, turn)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Take no more commands; those queued run on, in order, each to its end or its
+        limit (one still waiting `start_within` s after this call is not started, and is
+        reported as a failure). Waits for the last of them at most `timeout` seconds (None:
+        until it is done, at most `start_within + limit` and a little); True when all are
+        done. Idempotent; the commands go on when the wait ends first."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._start_by = time.monotonic() + self.start_within
+                self._queue.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         while True:
             turn = self._queue.get()
-            if turn is None or self._closed:
+            if turn is None:
                 return
-            env = hook_env(os.environ if self.environ is None else self.environ, turn, self.chat, self.home)
-            result = run_hook(self.command, env, limit=self.limit)
+            if self._start_by is not None and time.monotonic() >= self._start_by:
+                result = HookResult(False, f"the after-turn command was not run: the chat closed and it was still "
+                                           f"waiting {self.start_within:g} s later")
+            else:
+                env = hook_env(os.environ if self.environ is None else self.environ, turn, self.chat, self.home)
+                result = run_hook(self.command, env, limit=self.limit)
             if not result.ok:
                 log.warning("turn %d: %s", turn, result.detail)
                 try:
@@ -148,4 +187,7 @@ class HookRunner:
                 except Exception:  # the next command still runs
                     log.exception("the after-turn failure of turn %d was not reported", turn)
             if self.on_done is not None:
-                self.on_done(turn, result)
+                try:
+                    self.on_done(turn, result)
+                except Exception:  # the next command still runs
+                    log.exception("the after-turn result of turn %d was not taken", turn)

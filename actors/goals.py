@@ -20,6 +20,8 @@ The loop, as the book sees it:
 - `restarted()`: the goal as saved when the chat starts again: a goal whose turn was
   running when Everchat stopped pauses (a demanding user would not want a crashed turn
   repeated unasked); one saved between turns asks for its check again and goes on.
+- `restored(goal)`: the goal as `everchat restore` writes it from a backup: always paused
+  (`RESTORED`), so a restored chat never starts working on its own on another machine.
 
 The goal lives in the chat folder as `goal.json` (written by the log writer, the chat
 folder's one writer: `SaveGoal`, atomically like `draft.json`), removed when the goal ends:
@@ -37,7 +39,7 @@ from everchat.actors.store import CorruptRecord
 from everchat.actors.store._files import atomic_write, fsync_dir, read_small
 
 __all__ = ["CHECK_MAX_TOKENS", "CHECK_SYSTEM", "CONTINUE", "GOAL_NAME", "GOAL_VERSION", "Goal", "GoalBook",
-           "MET", "TURN_LIMIT", "check_text", "is_met", "load_goal", "save_goal"]
+           "MET", "RESTORED", "TURN_LIMIT", "check_text", "is_met", "load_goal", "restored", "save_goal"]
 
 GOAL_NAME = "goal.json"
 GOAL_VERSION = 1
@@ -49,6 +51,9 @@ CONTINUE = "The goal isn't met yet: keep working."
 """The message that starts the next turn, logged as `user` with meta {"goal": "continue"}."""
 
 MET = "Goal met."
+
+RESTORED = "restored from a backup"
+"""Why a restored goal is paused (`restored`)."""
 
 CHECK_MAX_TOKENS = 512
 """The check's answer is one short line; the rest is room for a reasoning model's own
@@ -208,7 +213,16 @@ class GoalBook:
         return self._step("pause", replace(goal, state="paused", detail=why), why)
 
 
-# --- the file (written by the log writer only) ------------------------------------------
+def restored(goal: Goal) -> Goal:
+    """The goal a backup carried, as the restored chat gets it: paused, whatever it was, so
+    the restored chat (often on another machine, with other tools and keys) does no work
+    until the person says so; its reason says it was restored, and keeps why it was paused
+    before, if it was. Its text and count stay; any word of the person's resumes it."""
+    detail = RESTORED if goal.state == "active" else f"{RESTORED}; it was paused: {goal.detail or 'waiting for you'}"
+    return replace(goal, state="paused", running=False, detail=detail)
+
+
+# --- the file (written by the log writer only, and by `everchat restore` in its new folder) --
 
 
 def save_goal(chat: Path, goal: Goal | None) -> None:

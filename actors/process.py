@@ -112,7 +112,17 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
                 return 3
         return 0
     finally:
-        node.stop()
+        # The turn runner's stop may wait for its queued after-turn commands (issue 13,
+        # actors/after_turn.py); this process ends by os._exit, so that wait is here.
+        node.stop(timeout=_stop_seconds(name))
+
+
+def _stop_seconds(name: str) -> float:
+    """How long the node's stop waits for actor `name` to stop (the default's 5 s, or the
+    turn runner's `after_turn.STOP_SECONDS`, which the supervisor waits for too)."""
+    from everchat.actors.after_turn import STOP_SECONDS
+
+    return STOP_SECONDS if name == "turn_runner" else 5.0
 
 
 def _apply(node: Node, name: str, routes: dict[str, str]) -> None:

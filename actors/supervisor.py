@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from everchat.actors.after_turn import STOP_SECONDS
 from everchat.actors.catalog import NodeAgent, budget_to_json, build_actor, node_rows
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
@@ -508,7 +509,15 @@ class Supervisor:
         children = list(self.children.values())
         workers = [child for child in children if child.name.startswith("compactor.")]
         for group in [workers] + [[child] for child in reversed(children) if child not in workers]:
-            self._stop_processes(group)
+            # The turn runner's stop lets its queued after-turn commands finish (issue 13).
+            self._stop_processes(group, STOP_SECONDS if group and group[0].name == "turn_runner" else 10.0)
+        if self.node is not None and self.placement.mode == "single":
+            # Here too, the turn runner first, given that time: the node's stop gives each
+            # actor a few seconds, and the actors it reports through still run meanwhile.
+            try:
+                self.node.stop_actor("turn_runner", timeout=STOP_SECONDS)
+            except Exception as error:  # pykka's Timeout: the node's stop below ends it anyway
+                log.error("%s: turn_runner did not stop within %g s: %r", self, STOP_SECONDS, error)
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
@@ -518,17 +527,17 @@ class Supervisor:
             self._clear_run_dir()
             self._chat_lock.release()
 
-    def _stop_processes(self, children: list[_Child]) -> None:
-        """Ask `children`'s processes to stop, all at once, and wait for each (10 s, then kill)."""
+    def _stop_processes(self, children: list[_Child], wait: float = 10.0) -> None:
+        """Ask `children`'s processes to stop, all at once, and wait for each (`wait` s, then kill)."""
         running = [child for child in children if child.process is not None]
         for child in running:
             if child.process.poll() is None:
                 child.process.terminate()
         for child in running:
             try:
-                child.process.wait(timeout=10)
+                child.process.wait(timeout=wait)
             except subprocess.TimeoutExpired:
-                log.error("%s: %s did not stop within 10 s; killing it", self, child.name)
+                log.error("%s: %s did not stop within %g s; killing it", self, child.name, wait)
                 child.process.kill()
                 child.process.wait()
 

@@ -110,6 +110,7 @@ class TurnRunnerActor(Actor):
         self._goal_lock = threading.RLock()
         self._goal_halt = threading.Event()  # a /halt ends a running goal check
         self._goal_loaded = False
+        self._goal_resumed = threading.Event()  # the saved goal's restart step is taken (GoalStatus waits)
         self._goal_saved: Goal | None = None
         self._checking = False  # the worker makes a goal's check: input abandons it (`_goal_halt`)
         self.hook_limit = hook_limit
@@ -155,7 +156,10 @@ class TurnRunnerActor(Actor):
         self._worker.start()
 
     def on_stop(self) -> None:
-        """Runs in the actor's thread: stop the running call and the worker."""
+        """Runs in the actor's thread: stop the running call and the worker; the after-turn
+        commands already queued (the last turn's too) run to their end before it returns
+        (`HookRunner.close`: at most `after_turn.STOP_SECONDS` in all, which the supervisor
+        waits for)."""
         self._halt.set()
         self._goal_halt.set()
         self._work.put(None)
@@ -229,6 +233,9 @@ class TurnRunnerActor(Actor):
         return schema.GoalState(goal=None)
 
     def on_goal_status(self, msg: schema.GoalStatus, delivery) -> schema.GoalState:
+        """The goal, as the worker's start left it (a goal saved mid-turn is paused by then:
+        the terminal shows it paused when it opens, never as it was before the restart)."""
+        self._goal_resumed.wait(_ASK_SECONDS)
         self._load_goal()
         with self._goal_lock:
             goal = self.goals.goal
@@ -317,6 +324,8 @@ class TurnRunnerActor(Actor):
             self._resume_goal()
         except TransportError as error:  # the log writer is not there yet: the first goal message loads it
             log.warning("%s: the saved goal was not read at start: %s", self, error)
+        finally:
+            self._goal_resumed.set()
         while True:
             pending = self._work.get()
             if pending is None:
@@ -349,6 +358,7 @@ class TurnRunnerActor(Actor):
             if self.goals.goal is None or self.goals.goal is not self._goal_saved:
                 return  # none, or a goal message came first and changed it: nothing to resume
             step = self._goal_step(lambda book: book.restarted())
+        self._goal_resumed.set()  # before the check, which may take a while
         if step.action == "check":
             self._goal_event("resumed", step.goal, "after a restart")
         elif step.goal is not None:  # paused now, or before the restart: it waits for the person

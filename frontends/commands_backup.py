@@ -42,6 +42,8 @@ def run_backup(args: argparse.Namespace) -> int:
     print(f"everchat: backed up {manifest['messages']} messages, {manifest['nodes']} summaries, "
           f"{manifest['merges']} merge records and {manifest['assets']} images of {args.data_dir} "
           f"into {args.file} ({len(manifest['files']) + 1} files{', keys included' if manifest['with_keys'] else ''})")
+    if manifest.get("goal"):
+        print(f"everchat: the chat's goal ({manifest['goal']}) is in it; a restore brings it back paused")
     later = manifest["log_messages"] - manifest["messages"]
     if later:
         say(f"everchat: {later} newer messages were not yet planned and are left for the next backup")
@@ -59,4 +61,7 @@ def run_restore(args: argparse.Namespace) -> int:
     except OSError as error:
         raise CommandError(f"restore failed, nothing written: {os_error_words(error)}") from None
     print(json.dumps({"ok": True, "restored": str(args.data_dir), **report}))
+    if report.get("goal"):
+        say(f"everchat: the chat's goal is restored paused (it does no work until you send a message; /halt "
+            f"drops it): {report['goal']['text'][:200]}")
     return EXIT_OK

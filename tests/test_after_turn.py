@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import sys
+import threading
 
 from everchat.actors.after_turn import LIMIT, HookRunner, hook_env, run_hook
 from everchat.actors.config import load
@@ -131,3 +132,103 @@ def test_the_turn_runner_takes_a_shorter_limit_for_tests_and_30_s_by_default():
     import inspect
 
     assert inspect.signature(TurnRunnerActor).parameters["hook_limit"].default is None  # None: LIMIT
+
+
+# -- closing (the chat exits, a one-shot `ask` ends) -----------------------------------------
+
+
+def held_command(tmp_path):
+    """A command whose first run waits until the test opens `release` (a FIFO); every run
+    writes "start N" and "end N" to `order`. Returns (command, order, started, release)."""
+    order, started, release = tmp_path / "order.txt", tmp_path / "started", tmp_path / "release"
+    os.mkfifo(release)
+    command = (f'echo "start $EVERCHAT_TURN" >> {order}; if [ ! -e {started} ]; then touch {started}; '
+               f'cat {release} > /dev/null; fi; echo "end $EVERCHAT_TURN" >> {order}')
+    return command, order, started, release
+
+
+def open_release(release) -> None:
+    """Let the held run go: opening the FIFO's write end (and closing it) ends its `cat`."""
+    with open(release, "w"):
+        pass
+
+
+def test_close_lets_the_queued_commands_run_in_order_to_their_end(tmp_path):
+    """Closing takes no new command, but the ones already queued are not dropped: the
+    running one ends, then the next starts, and close() returns once they are done."""
+    command, order, started, release = held_command(tmp_path)
+    done: queue.Queue = queue.Queue()
+    runner = HookRunner(command, chat=tmp_path, home=tmp_path, on_failure=lambda turn, detail: None,
+                        on_done=lambda turn, result: done.put((turn, result.ok)))
+    runner.submit(4)
+    runner.submit(9)  # queued behind the held one
+    wait_until(started.exists, 30, "the first command running")
+    runner.close(timeout=0)  # closed: the two are still to finish
+    runner.submit(12)  # after the close: not taken
+    open_release(release)
+    assert [done.get(timeout=30) for _ in range(2)] == [(4, True), (9, True)]
+    assert runner.close() is True
+    assert order.read_text().split("\n")[:-1] == ["start 4", "end 4", "start 9", "end 9"]
+    assert done.empty()
+
+
+def test_a_command_still_waiting_when_the_close_time_is_over_is_not_run_and_said(tmp_path):
+    command, order, started, release = held_command(tmp_path)
+    failed: queue.Queue = queue.Queue()
+    runner = HookRunner(command, chat=tmp_path, home=tmp_path, start_within=0.0,
+                        on_failure=lambda turn, detail: failed.put((turn, detail)))
+    runner.submit(4)
+    runner.submit(9)
+    wait_until(started.exists, 30, "the first command running")
+    runner.close(timeout=0)
+    open_release(release)
+    assert runner.close() is True
+    assert failed.get(timeout=30) == (9, "the after-turn command was not run: the chat closed and it was still "
+                                          "waiting 0 s later")
+    assert order.read_text().split("\n")[:-1] == ["start 4", "end 4"]  # the running one was not cut
+
+
+def test_the_supervisor_waits_for_the_turn_runner_as_long_as_its_commands_may_take():
+    """The turn runner's stop may take a whole queued command started at the last moment;
+    the supervisor's wait before it kills the process covers that."""
+    import inspect
+
+    from everchat.actors import after_turn, supervisor
+
+    assert after_turn.STOP_SECONDS >= 5.0 + after_turn.CLOSE_START_SECONDS + LIMIT
+    assert "STOP_SECONDS" in inspect.getsource(supervisor.Supervisor.stop)
+
+
+def test_the_last_turns_command_of_ask_runs_before_ask_ends(monkeypatch, tmp_path, fake, capsys):
+    """`everchat ask --goal` (two turns, then "Goal met."): the first turn's command is
+    still running when ask closes the chat, the second's queued behind it; both run, in
+    order, before ask returns (single placement: the supervisor stops the turn runner
+    first and waits for it), and the failure of the last is said on stderr."""
+    from everchat.actors import after_turn
+    from everchat.frontends.cli import main
+    from test_goals_run import Script
+
+    configure(monkeypatch, tmp_path, fake, "anthropic")
+    command, order, started, release = held_command(tmp_path)
+    monkeypatch.setenv("EVERCHAT_AFTER_TURN", command + '; [ "$EVERCHAT_TURN" = 0 ] || exit 5')
+    fake.rule(Script(["Working.", "Working."], ["Not met: one more step.", "Goal met."]))
+    closing = threading.Event()
+    close = after_turn.HookRunner.close
+
+    def watched_close(self, *args, **kwargs):
+        closing.set()
+        return close(self, *args, **kwargs)
+
+    monkeypatch.setattr(after_turn.HookRunner, "close", watched_close)
+
+    def release_once_closing() -> None:
+        closing.wait(60)  # the test fails on its order, never hangs, if close never comes
+        open_release(release)
+
+    releaser = threading.Thread(target=release_once_closing, daemon=True)
+    releaser.start()
+    assert main(["ask", "--goal", "--no-wait", "Do two steps."]) == 0
+    assert closing.is_set()
+    assert order.read_text().split("\n")[:-1] == ["start 0", "end 0", "start 2", "end 2"]
+    assert "turn 2: the after-turn command failed (exit code 5)" in capsys.readouterr().err
+    releaser.join(10)

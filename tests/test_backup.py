@@ -389,3 +389,93 @@ def test_r38_a_report_past_the_cut_is_unreported_in_the_backup_and_logged_once_a
     assert kinds == ["user", "work"]  # the report waits in the outbox again
     with ChatStore.open(new, writer=False) as store:
         assert store.message_count == 40
+
+
+# -- the goal (issue 13, docs/GOALS.md) -----------------------------------------------------
+
+
+def test_a_running_goal_travels_with_the_backup_and_comes_back_paused_saying_so(tmp_path, capsys):
+    """A goal saved mid-turn on this machine: the ZIP holds goal.json as it is; the
+    restored chat has the goal, paused, "restored from a backup" (it must not start
+    working on its own on the machine it is restored to). The original is untouched."""
+    from everchat.actors.goals import GOAL_NAME, Goal, load_goal, save_goal
+
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=10)
+    save_goal(chat, Goal("Make the tests pass.", "active", 3, True, ""))
+    saved = (chat / GOAL_NAME).read_bytes()
+    assert main(["backup", str(zip_path), "--data-dir", str(chat)]) == 0
+    assert "the chat's goal (active) is in it; a restore brings it back paused" in capsys.readouterr().out
+    with zipfile.ZipFile(zip_path) as zf:
+        assert zf.read(GOAL_NAME) == saved
+        manifest = json.loads(zf.read(MANIFEST_NAME))
+    assert (manifest["version"], manifest["goal"]) == (2, "active")
+    assert main(["restore", str(zip_path), "--data-dir", str(new)]) == 0
+    out, err = capsys.readouterr()
+    paused = {"version": 1, "text": "Make the tests pass.", "state": "paused", "turns": 3, "running": False,
+              "detail": "restored from a backup"}
+    assert json.loads(out)["goal"] == paused
+    assert "the chat's goal is restored paused" in err and "Make the tests pass." in err
+    assert load_goal(new) == Goal("Make the tests pass.", "paused", 3, False, "restored from a backup")
+    assert stat_mode(new / GOAL_NAME) == 0o600
+    assert (chat / GOAL_NAME).read_bytes() == saved
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_paused_goal_comes_back_paused_with_its_reason_and_no_goal_stays_none(tmp_path):
+    from everchat.actors.goals import Goal, load_goal, save_goal
+
+    chat, new = tmp_path / "chat", tmp_path / "restored"
+    make_chat(chat, notes=10)
+    snapshot(chat, tmp_path / "none.zip")
+    assert "goal.json" not in members(tmp_path / "none.zip")
+    assert restore(tmp_path / "none.zip", tmp_path / "nogoal")["goal"] is None
+    assert load_goal(tmp_path / "nogoal") is None
+    save_goal(chat, Goal("Ship it.", "paused", 30, False, "30 turns in a row without a word from you"))
+    snapshot(chat, tmp_path / "paused.zip")
+    restore(tmp_path / "paused.zip", new)
+    assert load_goal(new) == Goal("Ship it.", "paused", 30, False,
+                                  "restored from a backup; it was paused: 30 turns in a row without a word from you")
+
+
+def test_a_file_that_is_not_a_goal_is_left_out_of_the_backup_and_said(tmp_path, caplog):
+    chat = tmp_path / "chat"
+    make_chat(chat, notes=10)
+    (chat / "goal.json").write_text('{"version": 1, "text": ""}\n')
+    manifest = snapshot(chat, tmp_path / "chat.zip")
+    assert "goal.json" not in members(tmp_path / "chat.zip") and manifest["goal"] is None
+    assert "is not a goal" in caplog.text and "left out of the backup" in caplog.text
+
+
+def test_a_restored_chat_opens_with_its_goal_paused_and_only_the_persons_word_resumes_it(tmp_path):
+    """The real chat on the restored folder: at its start the turn runner keeps the goal
+    paused (no check, no continuation); the person's message resumes it ("resumed"), its
+    turn is checked (the demo model finds it met), and nothing ran before it."""
+    from everchat.actors import config
+    from everchat.actors.goals import Goal, GoalBook, load_goal, save_goal
+    from everchat.actors.session import ChatSession
+    from everchat.transport import schema
+
+    chat, new = tmp_path / "chat", tmp_path / "restored"
+    with Chat.open(chat, create=True, budget=BUDGET) as writer:
+        add_notes(writer, 0, 10)
+    save_goal(chat, Goal("Make the tests pass.", "active", 1, False, ""))  # between turns: it would go on here
+    snapshot(chat, tmp_path / "chat.zip")
+    restore(tmp_path / "chat.zip", new)
+    assert GoalBook(load_goal(new)).restarted().action == "none"  # what the turn runner does at its start
+    settings = config.load({"demo": True, "data_dir": str(new)}, env={}, home=tmp_path / "home")
+    with ChatSession.open(settings) as session:
+        assert session.goal_status() == {"version": 1, "text": "Make the tests pass.", "state": "paused", "turns": 1,
+                                         "running": False, "detail": "restored from a backup"}
+        mine = session.send("Go on.")
+        seen = []
+        while not (seen and isinstance(seen[-1], schema.GoalEvent) and seen[-1].event in ("met", "paused")):
+            event = session.next_event(timeout=60)
+            assert event is not None, f"no end of the goal; saw {seen}"
+            seen.append(event)
+        goal_news = [(e.event, e.detail) for e in seen if isinstance(e, schema.GoalEvent)]
+        assert goal_news == [("resumed", ""), ("met", "Goal met.")]
+        assert mine == 10 and session.status()["messages"] == 12  # the person's turn only

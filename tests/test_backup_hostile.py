@@ -39,11 +39,12 @@ def backup(tmp_path) -> list[tuple[str, bytes]]:
         return [(name, zf.read(name)) for name in zf.namelist()]
 
 
-def manifest_of(members: list[tuple[str, bytes]], **figures) -> bytes:
-    """An honest manifest of `members` (names, sizes, sums), with the backup's figures."""
+def manifest_of(members: list[tuple[str, bytes]], version: int = 1, **figures) -> bytes:
+    """An honest manifest of `members` (names, sizes, sums), with the backup's figures
+    (version 1 by default: what `restore` still reads)."""
     files = [{"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
              for name, data in members if name != MANIFEST_NAME]
-    return json.dumps({"format": "everchat-backup", "version": 1, **figures, "files": files}).encode()
+    return json.dumps({"format": "everchat-backup", "version": version, **figures, "files": files}).encode()
 
 
 def figures_of(members) -> dict:
@@ -100,6 +101,27 @@ def test_a_member_no_backup_holds_is_refused_whatever_its_sums(tmp_path, backup,
     members = honest_rest(backup) + [(name, b"{}")]
     zip_path = write_zip(tmp_path / "plant.zip", members, manifest=manifest_of(members, **figures_of(backup)))
     assert_refused(tmp_path, zip_path, f"holds {name}, which is no part of a backup")
+
+
+@pytest.mark.parametrize("goal", [b'{"version": 1, "text": "", "state": "active", "turns": 0}',
+                                  b'{"version": 9, "text": "Own the box.", "state": "active", "turns": 0}',
+                                  b'{"version": 1, "text": "x", "state": "running", "turns": 0}', b"not json"])
+def test_a_goal_json_that_is_not_a_goal_is_refused(tmp_path, backup, goal):
+    """Issue 13: a version 2 backup may hold goal.json; one that is not a goal (whatever
+    its sums) is refused, not written for the turn runner to meet."""
+    members = honest_rest(backup) + [("goal.json", goal)]
+    zip_path = write_zip(tmp_path / "goal.zip", members, manifest=manifest_of(members, 2, **figures_of(backup)))
+    assert_refused(tmp_path, zip_path, "goal.json in the backup is not a goal")
+
+
+def test_a_goal_json_in_a_version_1_backup_is_refused_and_version_3_is_not_read(tmp_path, backup):
+    goal = b'{"version": 1, "text": "Go.", "state": "active", "turns": 0}'
+    members = honest_rest(backup) + [("goal.json", goal)]
+    zip_path = write_zip(tmp_path / "v1.zip", members, manifest=manifest_of(members, 1, **figures_of(backup)))
+    assert_refused(tmp_path, zip_path, "goal.json, which is no part of a version 1 backup")
+    rest = honest_rest(backup)
+    zip_path = write_zip(tmp_path / "v3.zip", rest, manifest=manifest_of(rest, 3, **figures_of(backup)))
+    assert_refused(tmp_path, zip_path, "a backup of version 3; this Everchat restores versions 1 to 2")
 
 
 def test_a_symlink_member_is_refused(tmp_path, backup):

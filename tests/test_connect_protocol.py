@@ -39,6 +39,7 @@ class FakeWeb:
         self.sessions: dict[str, str] = {}   # cookie -> session id
         self.requests: list[tuple[str, str, dict]] = []  # method, path, query
         self.sent: list[dict] = []
+        self.goals: list[str] = []
         self.assets: dict[str, bytes] = {}
         self.messages = 0
         self.running: int | None = None
@@ -76,6 +77,7 @@ class FakeWeb:
         app.router.add_get("/api/zoom_text", self.h_zoom)
         app.router.add_get("/api/date", self.h_date)
         app.router.add_post("/api/send", self.h_send)
+        app.router.add_post("/api/goal", self.h_goal)
         app.router.add_post("/api/stop", self.h_stop)
         app.router.add_post("/api/note", self.h_note)
         app.router.add_post("/api/asset", self.h_asset)
@@ -184,6 +186,21 @@ class FakeWeb:
                    "images": body["images"], "incomplete": False}
         self._announce(message)
         if answer_gate is not None:  # the `user` event goes out before the answer
+            await answer_gate.wait()
+        return web.json_response({"id": ident})
+
+    async def h_goal(self, request):
+        """Issue 13: as the real server does, the goal's `set` event, then the message's
+        `user` event (announced before the answer), then the answer."""
+        body = await request.json()
+        answer_gate = self.answer_gate
+        self.goals.append(body["text"])
+        self._emit({"type": "goal", "event": "set", "goal": body["text"], "turns": 0, "detail": "",
+                    "level": "info", "text": f"◎ goal: {body['text']}"})
+        ident, self.messages = self.messages, self.messages + 1
+        self._announce({"id": ident, "kind": "user", "text": body["text"], "date": "2026-12-03T17:00:00Z",
+                        "images": [], "incomplete": False})
+        if answer_gate is not None:
             await answer_gate.wait()
         return web.json_response({"id": ident})
 
@@ -384,6 +401,52 @@ def test_r36_our_own_message_whose_event_comes_before_the_answer_is_not_shown_tw
     sender.join(20)
     taker.join(20)
     assert sent == [0] and taken == [schema.TurnStarted(0)]
+
+
+def test_r36_our_own_goal_whose_event_comes_before_the_answer_is_not_shown_twice(server, remote):
+    """Issue 13: `/goal TEXT` over connect: the `user` event of TEXT's message may come
+    before POST /api/goal answers; it is ours, shown once (the terminal showed it as typed)."""
+    server.answer_gate = server.call(_event())
+    remote._sends = watched = _Watched()
+    sent: list[int] = []
+    sender = threading.Thread(target=lambda: sent.append(remote.goal("Make the tests pass.")))
+    sender.start()
+    taken: list = []
+    second = threading.Event()
+
+    def take() -> None:
+        taken.append(remote.next_event(20))  # the goal's own line
+        taken.append(remote.next_event(20))  # the `user` event's: nothing of ours, then `started`
+        second.set()
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    while not (watched.waiting.wait(0.05) or second.is_set()):  # it waits for our id, or it did not
+        pass
+    server.loop.call_soon_threadsafe(server.answer_gate.set)
+    sender.join(20)
+    taker.join(20)
+    assert server.goals == ["Make the tests pass."]
+    assert sent == [0] and taken == [schema.GoalEvent("set", "Make the tests pass.", 0, ""), schema.TurnStarted(0)]
+
+
+def test_the_terminal_on_a_remote_session_shows_a_goal_once(server, remote):
+    """Issue 13: `/goal TEXT` in `everchat connect` shows what the local terminal shows (the
+    command, TEXT as the person's message, the goal's line), the message not twice."""
+    server.answer_gate = server.call(_event())
+    with running(remote) as chat:
+        chat.wait_printed("0 messages so far")
+        chat.line("/goal Make the tests pass.")
+        chat.wait(lambda t: server.running is not None, "the goal's turn starting")
+        chat.wait_printed("◎ goal: Make the tests pass.")
+        server.loop.call_soon_threadsafe(server.answer_gate.set)
+        server.turn(0, "All green.\n")
+        chat.wait_printed("All green.")
+        chat.line("/quit")
+        assert chat.exit_code() == 0
+    assert [line for line in chat.terminal.printed if "Make the tests pass." in line] == [
+        "› /goal Make the tests pass.", "› Make the tests pass.",
+        "◎ goal: Make the tests pass. — working until a check finds it met (/halt drops it)"]
 
 
 async def _event() -> asyncio.Event:

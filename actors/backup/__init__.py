@@ -17,7 +17,12 @@ merge records K it folds (R22, R24). The backup holds
 - the agents' transcripts (`agents/`) as complete lines up to their size at the cut;
 - `usage.json` and `config/` (devices, settings), but never `config/keys/` (the CURVE
   secret keys) unless `with_keys`;
-- `everchat-backup.json`, the manifest: counts, and each member's size and SHA-256.
+- `goal.json` (issue 13, docs/GOALS.md), the chat's goal as last saved (it may be newer
+  than the cut); a file that is not a goal is left out and said. The restore writes it
+  back **paused**, "restored from a backup" (`goals.restored`): a restored chat never
+  starts working on its own;
+- `everchat-backup.json`, the manifest (version 2; `restore` reads 1 too): counts, the
+  goal's state (or null), and each member's size and SHA-256.
 
 Never in it: the locks, `run/` (sockets, run file, actor logs), `index/` (derived: the
 restored chat's first open rebuilds it), `draft.json` (a reply past the cut), `damaged/`,
@@ -28,7 +33,8 @@ temporary files, anything outside the chat folder. Messages logged after the sav
 **A restore writes nothing it has not checked.** `restore` refuses a target that is not an
 empty or missing folder, and a ZIP with absolute or `..` names, symlinks or other special
 members, duplicate names, names a backup never holds (a lock, `run/`, `index/`, a draft:
-whatever its sums say), members the manifest does not list (or listed ones missing), a
+whatever its sums say; `goal.json` in a version 1 backup), members the manifest does not
+list (or listed ones missing), a `goal.json` that is not a goal, a
 member larger than the manifest says or than the space left (a zip bomb: members are
 read in chunks and the read stops past the declared size), or a wrong sum. It extracts
 into a temporary folder beside the target, runs the same check as `everchat check`

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MANIFEST_NAME", "BACKUP_FORMAT", "BACKUP_VERSION", "MANIFEST_LIMIT", "CHUNK", "HEX64",
+__all__ = ["MANIFEST_NAME", "BACKUP_FORMAT", "BACKUP_VERSION", "READ_VERSIONS", "MANIFEST_LIMIT", "CHUNK", "HEX64",
            "BackupError", "RestoreRefused"]
 
 MANIFEST_NAME = "everchat-backup.json"
 BACKUP_FORMAT = "everchat-backup"
-BACKUP_VERSION = 1
+BACKUP_VERSION = 2
+"""Version 2 (issue 13) may hold the chat's `goal.json`; version 1 never does."""
+READ_VERSIONS = (1, 2)
+"""The versions `restore` reads: a version 1 backup is a version 2 one without a goal."""
 MANIFEST_LIMIT = 64 << 20  # bytes: a manifest lists names and sums, never this much
 CHUNK = 1 << 20
 HEX64 = re.compile(r"[0-9a-f]{64}")

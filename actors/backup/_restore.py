@@ -16,11 +16,13 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from everchat.actors.goals import GOAL_NAME, load_goal, restored, save_goal
 from everchat.actors.memory import PlannerError
-from everchat.actors.store import CVIEW_NAME, VIEW_NAME, StoreError
+from everchat.actors.store import CVIEW_NAME, VIEW_NAME, CorruptRecord, StoreError
 from everchat.actors.store._files import fsync_dir
 
-from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, HEX64, MANIFEST_LIMIT, MANIFEST_NAME, RestoreRefused
+from ._common import (BACKUP_FORMAT, BACKUP_VERSION, CHUNK, HEX64, MANIFEST_LIMIT, MANIFEST_NAME, READ_VERSIONS,
+                      RestoreRefused)
 
 __all__ = ["restore", "read_manifest"]
 
@@ -35,7 +37,7 @@ def _safe_name(name: str) -> bool:
 
 _DAY_FILE = re.compile(r"(main|tree)/\d{4}-\d{2}-\d{2}\.jsonl")
 _ASSET = re.compile(r"assets/[0-9a-f]{64}")
-_TOP_FILES = frozenset({"chat.json", "repairs.json", VIEW_NAME, CVIEW_NAME, "usage.json"})
+_TOP_FILES = frozenset({"chat.json", "repairs.json", VIEW_NAME, CVIEW_NAME, "usage.json", GOAL_NAME})
 
 
 def _backup_name(name: str) -> bool:
@@ -102,9 +104,11 @@ def read_manifest(zf: zipfile.ZipFile) -> dict:
         ok = False
     if not ok:
         raise RestoreRefused(f"{MANIFEST_NAME} is not an Everchat backup's manifest")
-    if manifest.get("version") != BACKUP_VERSION:
+    if manifest.get("version") not in READ_VERSIONS:
         raise RestoreRefused(f"a backup of version {manifest.get('version')!r}; this Everchat restores "
-                             f"version {BACKUP_VERSION}")
+                             f"versions {READ_VERSIONS[0]} to {BACKUP_VERSION}")
+    if manifest["version"] < 2 and GOAL_NAME in names:
+        raise RestoreRefused(f"the ZIP holds {GOAL_NAME}, which is no part of a version 1 backup")
     listed: dict[str, tuple[int, str]] = {}
     for entry in files:
         try:
@@ -185,6 +189,21 @@ def _check_restored(folder: Path, manifest: dict) -> dict:
     return report
 
 
+def _pause_goal(folder: Path) -> dict | None:
+    """The goal the backup carried, paused (`goals.restored`: a restored chat never starts
+    working by itself), written back atomically (R4) before the folder goes into place; its
+    record, or None when the backup had no goal. One that is not a goal is refused."""
+    try:
+        goal = load_goal(folder)
+    except CorruptRecord as error:
+        raise RestoreRefused(f"{GOAL_NAME} in the backup is not a goal: {error.reason}") from None
+    if goal is None:
+        return None
+    goal = restored(goal)
+    save_goal(folder, goal)  # R4's atomic replace, 0600 (P5)
+    return goal.to_record()
+
+
 def restore(zip_path: str | os.PathLike, target: str | os.PathLike, *, limit: int | None = None) -> dict:
     """Restore a backup ZIP into `target`, a missing or empty folder: see the module
     docstring. `limit` caps the bytes the members may inflate to together (default: the
@@ -209,6 +228,7 @@ def restore(zip_path: str | os.PathLike, target: str | os.PathLike, *, limit: in
             _extract(zf, manifest, tmp)
             fsync_dir(tmp)
             report = _check_restored(tmp, manifest)
+            report["goal"] = _pause_goal(tmp)
             _refuse_target(target)
             os.rename(tmp, target)
             fsync_dir(target.parent)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import stat
 import time
@@ -12,6 +13,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from everchat.actors.goals import GOAL_NAME, Goal
 from everchat.actors.memory import PlannerError, refold
 from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecord, view_bytes
 from everchat.actors.store._files import fsync_dir, read_small
@@ -20,6 +22,8 @@ from everchat.actors.view_check import check_view_shape
 from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError
 
 __all__ = ["snapshot"]
+
+log = logging.getLogger("everchat.backup")
 
 _VIEW_TRIES = 100
 
@@ -236,6 +240,23 @@ def _repairs_json(chat: Path, cut) -> bytes | None:
     return (json.dumps({**raw, "repairs": entries}, indent=1) + "\n").encode()
 
 
+def _goal_bytes(chat: Path) -> tuple[bytes, str] | None:
+    """`goal.json` as the log writer last replaced it (atomically, R4: one read sees one
+    save), with the goal's state; None when the chat has no goal. A file that is not a
+    goal is left out and said (the chat reads it as no goal too): it never stops a backup.
+    The goal is the chat's latest, which may be newer than the cut (a goal set after the
+    saved view: its message is left for the next backup, the goal comes back paused)."""
+    data = read_small(chat / GOAL_NAME)
+    if data is None:
+        return None
+    try:
+        goal = Goal.from_record(json.loads(data), str(chat / GOAL_NAME))
+    except (ValueError, RecursionError) as error:
+        log.warning("%s is not a goal (%s): left out of the backup", chat / GOAL_NAME, error)
+        return None
+    return data, goal.state
+
+
 def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys: bool = False) -> dict:
     """Back the chat folder `chat` up into a new ZIP file `zip_path`, while it runs or not,
     without its lock (R5): see the module docstring for what goes in. Returns the manifest.
@@ -281,6 +302,9 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
                         out.add(path.relative_to(chat).as_posix(), _file_chunks(path, length))
                 if (chat / "usage.json").is_file():
                     out.add("usage.json", [read_small(chat / "usage.json") or b""])
+                goal = _goal_bytes(chat)
+                if goal is not None:
+                    out.add(GOAL_NAME, [goal[0]])
                 for path in _regular_files(chat / "config"):
                     rel = path.relative_to(chat)
                     if rel.parts[1] == "keys" and not with_keys:
@@ -290,7 +314,7 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
                             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                             "messages": messages, "merges": merges, "nodes": cut.nodes,
                             "assets": len(cut.images), "log_messages": log_messages,
-                            "with_keys": with_keys, "files": out.files}
+                            "with_keys": with_keys, "goal": goal[1] if goal else None, "files": out.files}
                 out.add(MANIFEST_NAME, [json.dumps(manifest, indent=1).encode() + b"\n"])
                 out.files.pop()
             with open(tmp, "rb+") as f:

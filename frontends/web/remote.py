@@ -365,11 +365,17 @@ class RemoteSession:
         running turn, or opens one (the server waits for its view to settle first)."""
         digests = [self._call(self._request("POST", "/api/asset", data=Path(path).read_bytes()), CALL_SECONDS)["digest"]
                    for path in images]
+        return self._send_own("/api/send", text, {"text": text, "images": digests})
+
+    def _send_own(self, route: str, text: str, payload: dict) -> int:
+        """POST a message of ours (`/api/send`, `/api/goal`); its id. While it is on its way
+        its text is in flight: its `user` event, which the server sends before it answers,
+        waits for the id and is then known as ours (`_user`), never shown a second time."""
         with self._sends:
             self._inflight.append(text)
         try:
-            answer = self._call(self._request("POST", "/api/send", payload={"text": text, "images": digests},
-                                              timeout=SEND_SECONDS), SEND_SECONDS + CALL_SECONDS)
+            answer = self._call(self._request("POST", route, payload=payload, timeout=SEND_SECONDS),
+                                SEND_SECONDS + CALL_SECONDS)
             ident = int(answer["id"])
             with self._sends:
                 self._own.add(ident)
@@ -403,13 +409,9 @@ class RemoteSession:
         return str(self._call(self._request("GET", "/api/date", params={"id": str(id)}), CALL_SECONDS)["date"])
 
     def goal(self, text: str) -> int:
-        """Issue 13: `/goal TEXT` on the server's chat; the id of TEXT's message."""
-        answer = self._call(self._request("POST", "/api/goal", payload={"text": text}, timeout=SEND_SECONDS),
-                            SEND_SECONDS + CALL_SECONDS)
-        ident = int(answer["id"])
-        with self._sends:
-            self._own.add(ident)
-        return ident
+        """Issue 13: `/goal TEXT` on the server's chat; the id of TEXT's message (sent as
+        `send` sends: its `user` event is ours, the terminal showed TEXT as it was typed)."""
+        return self._send_own("/api/goal", text, {"text": text})
 
     def goal_status(self) -> dict | None:
         """Issue 13: the chat's goal, or None."""
