@@ -477,7 +477,7 @@ class Terminal:
             await asyncio.to_thread(self._show_goal, True)
             return
         if getattr(self.session, "goal", None) is None:
-            self.transcript.error("/goal needs the chat's own server (not `connect`): type it there or on its page")
+            self.transcript.error("/goal is not offered by this session (a server without goals): type it on the chat's own page")
             return
         self.transcript.user(text)
         self._emit()
@@ -492,7 +492,7 @@ class Terminal:
     async def _cmd_halt(self) -> None:
         """Issue 13: drop the goal; its GoalEvent says so."""
         if getattr(self.session, "halt_goal", None) is None:
-            self.transcript.error("/halt needs the chat's own server (not `connect`): type it there or on its page")
+            self.transcript.error("/halt is not offered by this session (a server without goals): type it on the chat's own page")
             return
         if await self._ask(self.session.goal_status) is None:
             self.transcript.info("no goal to drop")
