@@ -360,9 +360,10 @@ class CliConnection(Connection):
             except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
                 raise CliMissing(f"cannot start {argv[0]} ({error.strerror}): install it or point "
                                  f"--cli-executable at it", provider=self.provider, model=request.model) from None
-            threading.Thread(target=_read_output, args=(run, self.decoder(request)), daemon=True,
+            errors = threading.Thread(target=_read_stderr, args=(run,), daemon=True, name="cli-stderr")
+            errors.start()
+            threading.Thread(target=_read_output, args=(run, self.decoder(request), errors), daemon=True,
                              name="cli-output").start()
-            threading.Thread(target=_read_stderr, args=(run,), daemon=True, name="cli-stderr").start()
             assert run.proc.stdin is not None
             try:
                 run.proc.stdin.write(self.opening(run, request))
@@ -500,7 +501,7 @@ def _accept(run: Run) -> None:
                                   arguments if isinstance(arguments, dict) else {}, sock))
 
 
-def _read_output(run: Run, decoder: Decoder) -> None:
+def _read_output(run: Run, decoder: Decoder, errors: threading.Thread) -> None:
     assert run.proc is not None and run.proc.stdout is not None
     try:
         for raw in run.proc.stdout:
@@ -516,6 +517,7 @@ def _read_output(run: Run, decoder: Decoder) -> None:
             code = run.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
+    errors.join(timeout=5)  # its last words, for the error message
     for item in decoder.end(code, "".join(run.stderr)):
         run.items.put(item)
     run.items.put(_Closed())
