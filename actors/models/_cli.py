@@ -252,7 +252,7 @@ class CliConnection(Connection):
         base = Path(state_dir) if state_dir is not None else Path(tempfile.gettempdir()) / f"everchat-cli-{os.getuid()}"
         self.state_dir = base
         self.gate = Gate(base / "gate", concurrency)
-        self._run: Run | None = None
+        self._parked: dict[int, tuple[Run, float]] = {}  # caller thread -> (run waiting for results, since)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -301,20 +301,15 @@ class CliConnection(Connection):
     # --- the contract ---------------------------------------------------------------
 
     def close(self) -> None:
-        """End any live run."""
+        """End every live run."""
         with self._lock:
-            if self._run is not None:
-                self._run.kill()
-                self._run = None
+            runs = [run for run, _ in self._parked.values()]
+            self._parked.clear()
+        for run in runs:
+            run.kill()
 
     def stream(self, request: Request) -> Iterator[Event]:
-        with self._lock:
-            run = self._run
-            self._run = None
-        results = _continuation(run, request)
-        if run is not None and results is None:
-            run.kill()  # stale: the caller moved on
-            run = None
+        run, results = self._take_parked(request)
         if run is None:
             run = self._start(request)
         else:
@@ -328,9 +323,36 @@ class CliConnection(Connection):
             # right at the Stop still continues this run with its results
             if run.parked and run.pending and not run.ended:
                 with self._lock:
-                    self._run = run  # waits for the caller's tool results
+                    self._parked[threading.get_ident()] = (run, time.monotonic())
             else:
                 run.kill()
+
+    def parked_pids(self) -> list[int]:
+        """The CLI processes waiting for their callers' tool results (for status and tests)."""
+        with self._lock:
+            return [run.proc.pid for run, _ in self._parked.values() if run.proc is not None]
+
+    def _take_parked(self, request: Request) -> tuple[Run | None, list[ToolResultBlock] | None]:
+        """The parked run this request continues (its results answer exactly that run's
+        pending calls), with those results. The caller's own parked run that it does not
+        continue is stale (the caller moved on) and ends; so does any run left parked past
+        the timeout. Runs other callers (threads) parked meanwhile are theirs to continue."""
+        me = threading.get_ident()
+        now = time.monotonic()
+        stale: list[Run] = []
+        found: tuple[Run | None, list[ToolResultBlock] | None] = (None, None)
+        with self._lock:
+            for owner, (run, since) in list(self._parked.items()):
+                results = _continuation(run, request)
+                if results is not None and found[0] is None:
+                    found = (run, results)
+                    del self._parked[owner]
+                elif owner == me or now - since > self.timeout or run.ended:
+                    stale.append(run)
+                    del self._parked[owner]
+        for run in stale:
+            run.kill()
+        return found
 
     # --- inside -----------------------------------------------------------------------
 
