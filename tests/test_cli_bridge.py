@@ -8,6 +8,7 @@ import base64
 import fcntl
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -261,6 +262,21 @@ def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
     stream.close()  # R37: the person stopped the reply
     child, grandchild = map(int, pids.read_text().split())
     assert wait_until(lambda: gone(child) and gone(grandchild))
+
+
+def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
+    """The bridge's lifeline: no prctl needed, so this holds on macOS too."""
+    owner = subprocess.Popen([sys.executable, str(Path(__file__).parent / "cli_owner_child.py"), str(tmp_path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        cli = int(owner.stdout.readline())
+        assert not gone(cli)
+        owner.kill()  # SIGKILL: no atexit, no finally
+        owner.wait()
+        assert wait_until(lambda: gone(cli))
+    finally:
+        owner.kill()
+        owner.wait()
 
 
 def test_output_that_is_not_json_is_a_protocol_error(tmp_path):
