@@ -8,6 +8,7 @@ import base64
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -268,8 +269,8 @@ def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
     """The bridge's lifeline: no prctl needed, so this holds on macOS too."""
     owner = subprocess.Popen([sys.executable, str(Path(__file__).parent / "cli_owner_child.py"), str(tmp_path)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cli = int(owner.stdout.readline())
     try:
-        cli = int(owner.stdout.readline())
         assert not gone(cli)
         owner.kill()  # SIGKILL: no atexit, no finally
         owner.wait()
@@ -277,6 +278,8 @@ def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
     finally:
         owner.kill()
         owner.wait()
+        if not gone(cli):
+            os.killpg(cli, signal.SIGKILL)  # the test failed: leave nothing behind
 
 
 def test_output_that_is_not_json_is_a_protocol_error(tmp_path):
