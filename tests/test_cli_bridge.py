@@ -297,3 +297,17 @@ def test_a_missing_executable_reads_clearly(tmp_path):
     conn.executable = str(tmp_path / "no-such-cli")
     with pytest.raises(CliMissing, match="--cli-executable"):
         list(conn.stream(request()))
+
+
+def test_the_fake_server_tells_which_images_a_request_carried_in_either_vendors_shape():
+    from everchat.tools.fakemodel import Exchange
+
+    png = base64.b64encode(b"png-bytes").decode()
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+        {"type": "tool_result", "content": [{"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{png}"}}]},
+        {"type": "input_image", "image_url": f"data:image/webp;base64,{png}"}]}]}
+    exchange = Exchange(1, "anthropic", "POST", "/v1/messages", {}, body, 0.0, 0.0)
+    assert exchange.images() == [("image/png", b"png-bytes"), ("image/jpeg", b"png-bytes"),
+                                 ("image/webp", b"png-bytes")]

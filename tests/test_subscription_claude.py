@@ -78,8 +78,7 @@ def test_r9_an_image_goes_through_claude_codes_own_image_input(connection, fake)
     reply = connection.complete(ask("What is in this picture?", ImageBlock(PNG, "image/png")))
     assert reply.text == "A single pixel."
     (call,) = fake.model_calls
-    images = [b for m in call.body["messages"] for b in m["content"] if isinstance(b, dict) and b["type"] == "image"]
-    assert [base64.b64decode(i["source"]["data"]) for i in images] == [PNG]
+    assert call.images() == [("image/png", PNG)]
 
 
 def test_a_slow_answer_ends_in_a_timeout_that_names_the_flag(claude_env, fake, tmp_path):
