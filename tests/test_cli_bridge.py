@@ -311,3 +311,21 @@ def test_the_fake_server_tells_which_images_a_request_carried_in_either_vendors_
     exchange = Exchange(1, "anthropic", "POST", "/v1/messages", {}, body, 0.0, 0.0)
     assert exchange.images() == [("image/png", b"png-bytes"), ("image/jpeg", b"png-bytes"),
                                  ("image/webp", b"png-bytes")]
+
+
+def test_claude_code_thinks_only_with_an_effort_and_within_half_the_output_limit(tmp_path, monkeypatch):
+    from everchat.actors.models import ClaudeCodeConnection
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-paid")
+    conn = ClaudeCodeConnection("claude", state_dir=tmp_path)
+    base = Request(model="m", system="s", messages=(Message.user("x"),), max_tokens=8192)
+
+    def env(**changes):
+        return conn.environment(None, replace(base, **changes))
+
+    assert env()["MAX_THINKING_TOKENS"] == "0"  # no effort: no thinking, as on the API path
+    assert env(effort="none")["MAX_THINKING_TOKENS"] == "0"
+    assert env(effort="high")["MAX_THINKING_TOKENS"] == "4096"
+    assert env(effort="high", max_tokens=1024)["MAX_THINKING_TOKENS"] == "0"  # no room for the API's minimum
+    assert env()["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "8192"
+    assert "ANTHROPIC_API_KEY" not in env()

@@ -84,8 +84,7 @@ class ClaudeCodeConnection(CliConnection):
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(request.max_tokens)
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"  # no update checks or telemetry
         env["DISABLE_AUTOUPDATER"] = "1"
-        if self.effort_for(request) == "none":
-            env["MAX_THINKING_TOKENS"] = "0"
+        env["MAX_THINKING_TOKENS"] = str(_thinking_budget(self.effort_for(request), request.max_tokens))
         return env
 
     def working_folder(self, run: Run) -> Path:
@@ -98,6 +97,18 @@ class ClaudeCodeConnection(CliConnection):
 
     def decoder(self, request: Request) -> Decoder:
         return ClaudeDecoder(self.provider, request.model)
+
+
+def _thinking_budget(effort: str | None, max_tokens: int) -> int:
+    """Thinking as on the API path: only with an effort other than "none" (Claude Code would
+    think by default), and within half the output limit; none when that leaves no room for
+    the API's 1,024-token minimum (a compaction's small limit)."""
+    if effort in (None, "none") or max_tokens < 2 * _MIN_BUDGET:
+        return 0
+    return max_tokens // 2
+
+
+_MIN_BUDGET = 1024
 
 
 # --- the request as one user message ----------------------------------------------------
