@@ -8,9 +8,11 @@ import base64
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -267,19 +269,23 @@ def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
 
 def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
     """The bridge's lifeline: no prctl needed, so this holds on macOS too."""
+    runs = Path(tempfile.mkdtemp(prefix="ec"))  # the owner's temp dir: short, for the socket's path
     owner = subprocess.Popen([sys.executable, str(Path(__file__).parent / "cli_owner_child.py"), str(tmp_path)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(runs)})
     cli = int(owner.stdout.readline())
     try:
-        assert not gone(cli)
+        assert not gone(cli) and len(list(runs.iterdir())) == 1
         owner.kill()  # SIGKILL: no atexit, no finally
         owner.wait()
         assert wait_until(lambda: gone(cli))
+        assert wait_until(lambda: not list(runs.iterdir()))  # nor its folder
     finally:
         owner.kill()
         owner.wait()
         if not gone(cli):
             os.killpg(cli, signal.SIGKILL)  # the test failed: leave nothing behind
+        shutil.rmtree(runs, ignore_errors=True)
 
 
 def test_output_that_is_not_json_is_a_protocol_error(tmp_path):
