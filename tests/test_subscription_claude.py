@@ -142,3 +142,14 @@ def test_everchat_ask_through_the_claude_subscription_streams_a_reply(env, tmp_p
     assert done.returncode == 0, done.stderr
     assert "Hello from the subscription, in pieces." in done.stdout
     assert all("x-api-key" not in call.headers for call in fake.model_calls)
+
+
+def test_r23_the_cli_cache_bench_reads_every_turns_view_through_claude_code():
+    from everchat.tools.bench import bench_cache_cli
+
+    rows = {row["kind"]: row for row in bench_cache_cli.run("claudecode", turns=3, lines=60,
+                                                             claude=claude_binary())}
+    turns, compactions = rows["turns"], rows["compactions"]
+    assert (turns["requests"], compactions["requests"]) == (4, 7)  # one zoom round; 6 leaves and a merge
+    assert turns["ratio"] == 1.0  # a turn after a turn reads all the perfect cache could
+    assert compactions["ratio"] > 0.95 and compactions["cache_read"] > 0
