@@ -50,6 +50,7 @@ MAX_MARKS = 1
 """Our marks in a run's message. Claude Code marks two system blocks and the last block of
 the conversation itself, on every model call of a run, and leaves earlier marks in place:
 a fourth of ours would break the API's limit of four once a tool result comes back."""
+_MIN_BUDGET = 1024  # the API's smallest thinking budget
 _EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 
 
@@ -108,9 +109,6 @@ def _thinking_budget(effort: str | None, max_tokens: int) -> int:
     return max_tokens // 2
 
 
-_MIN_BUDGET = 1024
-
-
 # --- the request as one user message ----------------------------------------------------
 
 
@@ -124,8 +122,9 @@ def _image(block: ImageBlock) -> dict[str, Any]:
 
 
 def _blocks(message: Message) -> list[tuple[dict[str, Any], bool]]:
-    """(content block, cache mark) pairs for one message of the conversation. The first
-    user message goes as it is; later ones are labelled, since one user message carries all."""
+    """(content block, cache mark) pairs for one message of the conversation. User blocks go
+    as they are (tool results as text); an assistant's answers and calls are labelled, since
+    one user message carries the whole conversation."""
     out: list[tuple[dict[str, Any], bool]] = []
     if message.role == "assistant":
         for block in message.content:
