@@ -14,11 +14,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from everchat.actors.models import (
     CliMissing,
@@ -180,15 +180,6 @@ def gone(pid: int) -> bool:
     return status.exists() and "\nState:\tZ" in status.read_text()
 
 
-def wait_until(condition, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 def test_a_fake_cli_reply_streams_with_its_usage(tmp_path):
     with FakeCli("reply", tmp_path) as conn:
         events = list(conn.stream(request()))
@@ -210,7 +201,7 @@ def test_a_tool_call_parks_the_run_and_its_result_continues_the_same_process(tmp
         assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
             "tools=['zoom', 'date'] error=False got: user: amber-42 | image/png | [joined] also this")
         assert events[-2:] == [Usage(input=9, output=4), Stop("end_turn")]
-        assert wait_until(lambda: gone(pid))  # the run ended with its answer
+        wait_until(lambda: gone(pid), 30, "the run ends with its answer")
 
 
 def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afresh(tmp_path):
@@ -220,7 +211,7 @@ def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afre
         conn.mode = "reply"
         events = list(conn.stream(request(Message.user("something else"))))
         assert events[-1] == Stop("end_turn")
-        assert wait_until(lambda: gone(parked))
+        wait_until(lambda: gone(parked), 30, "the stale run ends")
 
 
 def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):
@@ -253,7 +244,7 @@ def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch
                 events.append(event)
     assert events == [TextDelta("Thinking about it")]
     child, grandchild = map(int, pids.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), 30, "the CLI and what it started end")
 
 
 def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
@@ -264,7 +255,7 @@ def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
     assert next(stream) == TextDelta("Thinking about it")
     stream.close()  # R37: the person stopped the reply
     child, grandchild = map(int, pids.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), 30, "the CLI and what it started end")
 
 
 def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
@@ -278,8 +269,8 @@ def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
         assert not gone(cli) and len(list(runs.iterdir())) == 1
         owner.kill()  # SIGKILL: no atexit, no finally
         owner.wait()
-        assert wait_until(lambda: gone(cli))
-        assert wait_until(lambda: not list(runs.iterdir()))  # nor its folder
+        wait_until(lambda: gone(cli), 30, "the CLI ends with its owner")
+        wait_until(lambda: not list(runs.iterdir()), 30, "its folder goes")
     finally:
         owner.kill()
         owner.wait()
