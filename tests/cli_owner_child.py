@@ -15,6 +15,7 @@ CHILD = str(Path(__file__).parent / "fake_cli_child.py")
 
 class FakeCli(CliConnection):
     provider = "fakecli"
+    announces_tool_turns = True  # it speaks Claude Code's stream
 
     def argv(self, run, request):
         return [self.executable, CHILD, str(run.folder), "stubborn"]

@@ -38,7 +38,7 @@ from everchat.actors.models import (
     Usage,
 )
 from everchat.actors.models._claudecode import ClaudeDecoder, user_line
-from everchat.actors.models._cli import CliConnection, Finished, priority_of, scrubbed_environment
+from everchat.actors.models._cli import CliConnection, Finished, ToolsAsked, priority_of, scrubbed_environment
 from everchat.actors.models._cli_gate import Gate
 from everchat.actors.prompt import memory_tools, view_blocks
 
@@ -79,6 +79,7 @@ def test_a_recorded_tool_round_decodes_text_and_usage_per_message_and_leaves_the
     items = decode("claude_code_tool.jsonl")  # the real binary calling zoom through our bridge
     assert "".join(i.text for i in items if isinstance(i, TextDelta)) == "Let me look.It was amber-42."
     assert len([i for i in items if isinstance(i, Usage)]) == 2  # one per model message
+    assert len([i for i in items if isinstance(i, ToolsAsked)]) == 1  # the first stopped for zoom
     assert not [i for i in items if isinstance(i, Exception)]
     assert items[-1] == Finished("end_turn")
 
@@ -159,6 +160,7 @@ def test_a_merge_waits_while_a_reply_waits_even_with_a_slot_free(tmp_path):
 
 class FakeCli(CliConnection):
     provider = "fakecli"
+    announces_tool_turns = True  # it speaks Claude Code's stream
 
     def __init__(self, mode: str, tmp_path: Path, timeout: float = 60.0, concurrency: int = 1) -> None:
         super().__init__(sys.executable, timeout=timeout, concurrency=concurrency, state_dir=tmp_path / "state")

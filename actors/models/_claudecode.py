@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ._cli import CliConnection, Decoder, Finished, Run
+from ._cli import CliConnection, Decoder, Finished, Run, ToolsAsked
 from ._errors import BadRequest, ModelNotFound, NotLoggedIn, Overloaded, ProtocolError, QuotaExceeded, ServerError
 from ._types import (
     ImageBlock,
@@ -59,6 +59,7 @@ class ClaudeCodeConnection(CliConnection):
 
     provider = "claudecode"
     tool_prefix = TOOL_PREFIX
+    announces_tool_turns = True
 
     def argv(self, run: Run, request: Request) -> list[str]:
         config = {"mcpServers": {SERVER: {"type": "stdio", "command": self.bridge_command(run)[0],
@@ -170,8 +171,9 @@ def user_line(request: Request) -> str:
 
 class ClaudeDecoder(Decoder):
     """Claude Code's stream-json output → events. Text and thinking come from the
-    `stream_event` deltas (as they arrive); `Usage` once per model message; the `result`
-    line ends the call. Tool calls arrive through the MCP bridge, not from here."""
+    `stream_event` deltas (as they arrive); `Usage` once per model message, then
+    `ToolsAsked` when it stopped for tools; the `result` line ends the call. The tool calls
+    themselves arrive through the MCP bridge, not from here."""
 
     def __init__(self, provider: str = "claudecode", model: str = "") -> None:
         self.provider = provider
@@ -217,7 +219,7 @@ class ClaudeDecoder(Decoder):
             self._usage = _usage(event.get("usage"), self._usage)
             self._stop = (event.get("delta") or {}).get("stop_reason") or self._stop
         elif kind == "message_stop":
-            return [self._usage]
+            return [self._usage, ToolsAsked()] if self._stop == "tool_use" else [self._usage]
         return []
 
     def _result(self, event: dict[str, Any]) -> list[Any]:

@@ -35,8 +35,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ._cli_gate import Gate
 from ._cli_run import (
@@ -62,6 +62,7 @@ __all__ = [
     "Finished",
     "Run",
     "SCRUBBED",
+    "ToolsAsked",
     "priority_of",
     "scrubbed_environment",
 ]
@@ -93,6 +94,13 @@ def priority_of(request: Request) -> int:
     return 1 if request.label == "compaction" else 0
 
 
+@dataclass(frozen=True)
+class ToolsAsked:
+    """From a decoder whose CLI streams its model messages (Claude Code): the message that
+    just ended asks for tools. A bridge call can overtake the CLI's output on its own
+    channel; the run waits for this before it stops, so text and usage stay in order."""
+
+
 # --- the connection ----------------------------------------------------------------------
 
 
@@ -105,6 +113,7 @@ class CliConnection(Connection):
 
     provider = "cli"
     tool_prefix = ""  # how the CLI names our tools to the model (Claude Code: "mcp__everchat__")
+    announces_tool_turns = False  # its decoder sends `ToolsAsked` (else a bridge call stops the run at once)
 
     def __init__(self, executable: str, *, model: str | None = None, timeout: float = 300.0,
                  concurrency: int = 1, effort: str | None = None,
@@ -280,15 +289,20 @@ class CliConnection(Connection):
                 yield item
             elif isinstance(item, Usage):
                 run.usage = _add(run.usage, item)
+                run.asked = False  # a new model message
+            elif isinstance(item, ToolsAsked):
+                run.asked = True
             elif isinstance(item, BridgeCall):
-                # Stop for this call and any others already waiting: the CLI may call its
+                run.waiting.append(item)
+            if run.waiting and (run.asked or not self.announces_tool_turns):
+                # Stop for these calls and any others already waiting: the CLI may call its
                 # tools one at a time (Claude Code does), so never wait for more.
-                yield from self._tool_calls(run, item)
+                yield from self._tool_calls(run)
                 run.parked = True
                 yield run.usage
                 yield Stop("tool_use")
                 return
-            elif isinstance(item, Finished):
+            if isinstance(item, Finished):
                 yield run.usage
                 yield Stop(item.reason, incomplete=item.incomplete)
                 return
@@ -297,22 +311,23 @@ class CliConnection(Connection):
             elif isinstance(item, Closed):
                 raise ProtocolError(_exit_text(run), provider=self.provider, model=request.model)
 
-    def _tool_calls(self, run: Run, first: BridgeCall) -> Iterator[Event]:
-        """The calls already waiting, the first one included; anything else read on the way
-        is held, in order, for after the results."""
-        call: Any = first
+    def _tool_calls(self, run: Run) -> Iterator[Event]:
+        """The waiting calls and any others already queued; anything else read on the way is
+        held, in order, for after the results."""
+        calls, run.waiting = run.waiting, []
         while True:
-            if isinstance(call, BridgeCall):
+            for call in calls:
                 run.pending[call.id] = call
                 yield ToolCall(call.id, call.name, call.arguments)
-            elif isinstance(call, Usage):
-                run.usage = _add(run.usage, call)
-            else:
-                run.held.append(call)
             try:
-                call = run.items.get_nowait()
+                item = run.items.get_nowait()
             except queue.Empty:
                 return
+            if isinstance(item, BridgeCall):
+                calls = [item]
+            else:
+                calls = []
+                run.held.append(item)
 
 
 def _add(a: Usage, b: Usage) -> Usage:

@@ -99,6 +99,8 @@ class Run:
     ended: bool = False
     parked: bool = False  # stopped for tool results: kept for the next request
     held: list = field(default_factory=list)  # items read past a tool call, first out next time
+    asked: bool = False  # the last model message ended asking for tools (`ToolsAsked`)
+    waiting: list = field(default_factory=list)  # bridge calls that came before their message's end
 
     def socket_path(self) -> str:
         return str(self.folder / SOCKET_NAME)
@@ -213,6 +215,10 @@ def accept(run: Run) -> None:
             continue
         if message.get("lifeline"):
             run.lifelines.append(sock)  # kept open: its close kills the run (see _mcp_bridge)
+            try:
+                sock.sendall(json.dumps({"cli": run.proc.pid if run.proc else None}).encode() + b"\n")
+            except OSError:
+                pass
             if run.ended:
                 _close_quietly(sock)
             continue

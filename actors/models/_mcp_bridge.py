@@ -6,10 +6,11 @@ speaks MCP to it over stdin/stdout (newline-delimited JSON-RPC). Each `tools/cal
 forwarded over the socket as one JSON line and blocks until the connection sends the
 result line back, so the CLI waits while our caller runs the tool.
 
-It also keeps one "lifeline" connection to the socket: when it closes (the connection
-ended the run, or its process died), this bridge removes the run's folder and kills its
-own process group, which is the CLI's (portable: no prctl needed, macOS included), so no
-run outlives its owner.
+It also keeps one "lifeline" connection to the socket, on which the connection names the
+CLI's pid: when it closes (the connection ended the run, or its process died), this bridge
+removes the run's folder and kills the CLI's process group, itself included (portable: no
+prctl needed, macOS included), so no run outlives its owner. Run by hand, it kills nothing
+but itself.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ __all__ = ["main", "SOCKET_NAME", "TOOLS_NAME"]
 SOCKET_NAME = "bridge.sock"
 TOOLS_NAME = "tools.json"
 _PROTOCOL = "2025-06-18"
-_PARENT = os.getppid()  # the CLI that started us
+_PARENT = os.getppid()  # the CLI that started us (it leads our process group when a connection started it)
 
 
 def _connect(folder: str) -> socket.socket:
@@ -48,17 +49,28 @@ def _exchange(folder: str, message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lifeline(folder: str) -> None:
-    """Block on a connection the owner never writes to; its end ends the whole run."""
+    """Block on a connection the owner never writes to again (it first names the CLI's
+    pid); its end ends the whole run: the CLI's process group, this bridge, the folder."""
+    cli = None
     try:
         sock = _connect(folder)
         sock.sendall(b'{"lifeline": true}\n')
-        sock.recv(1)  # returns b"" when the owner closes its end or dies
-    except OSError:
+        reader = sock.makefile("rb")
+        first = reader.readline()  # {"cli": PID}
+        cli = json.loads(first).get("cli") if first else None
+        reader.read()  # returns at EOF: the owner closed its end or died
+    except (OSError, ValueError):
         pass
     shutil.rmtree(folder, ignore_errors=True)  # the run's folder: its owner may be gone
-    if os.getppid() == _PARENT:  # the CLI, in case it gave its MCP servers a group of their own
-        os.kill(_PARENT, signal.SIGKILL)
-    os.killpg(os.getpgid(0), signal.SIGKILL)
+    if isinstance(cli, int) and cli > 1:
+        for kill in (os.killpg, os.kill):  # the CLI leads its own group (start_new_session)
+            try:
+                kill(cli, signal.SIGKILL)
+            except OSError:
+                pass
+    elif os.getpgid(0) == _PARENT:  # the owner died before naming it: our group is the CLI's
+        os.killpg(_PARENT, signal.SIGKILL)
+    os._exit(0)
 
 
 class _Server:
