@@ -96,6 +96,13 @@ def test_a_recorded_missing_login_reads_as_not_logged_in():
     assert "run `claude` and /login" in str(error)
 
 
+def test_a_tool_bridge_that_failed_to_start_is_a_protocol_error():
+    init = (SAMPLES / "claude_code_tool.jsonl").read_text().splitlines()[0]
+    assert ClaudeDecoder().feed(init) == []  # recorded: "everchat" connected
+    (error,) = ClaudeDecoder().feed(init.replace('"status":"connected"', '"status":"failed"'))
+    assert isinstance(error, ProtocolError) and "could not start Everchat's tool bridge" in str(error)
+
+
 def test_a_line_that_is_not_json_is_a_protocol_error():
     (error,) = ClaudeDecoder().feed("Segmentation fault")
     assert isinstance(error, ProtocolError) and "not JSON" in str(error)

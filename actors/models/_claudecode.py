@@ -195,10 +195,21 @@ class ClaudeDecoder(Decoder):
         kind = event.get("type")
         if kind == "stream_event":
             return self._stream(event.get("event") or {})
+        if kind == "system" and event.get("subtype") == "init":
+            return self._init(event)
         if kind == "assistant" and event.get("error"):
             self._failure = str(event.get("error"))
         if kind == "result":
             return self._result(event)
+        return []
+
+    def _init(self, event: dict[str, Any]) -> list[Any]:
+        """Claude Code's first line: whether our tool bridge started (else the model would
+        answer without zoom and the run would have no lifeline)."""
+        for server in event.get("mcp_servers") or []:
+            if isinstance(server, dict) and server.get("name") == SERVER and server.get("status") == "failed":
+                return [self._error(ProtocolError, "Claude Code could not start Everchat's tool bridge "
+                                                   "(python -m everchat.actors.models._mcp_bridge)")]
         return []
 
     def _stream(self, event: dict[str, Any]) -> list[Any]:
