@@ -261,7 +261,8 @@ class Compaction:
             after[-1] = Message(last.role, (*head, _with_mark(tail)))
         return Request(model=self.model, system=self.prompt.system, tools=self.prompt.tools,
                        messages=(first, *after), cache_system=True, max_tokens=self.max_tokens,
-                       effort=self.effort, timeout=self.timeout, label="compaction")
+                       effort=self.effort, timeout=self.timeout, label="compaction",
+                       priority=1 if self.job.leaf else 2)  # a shared CLI slot: leaves before merges
 
     def take(self, reply: Reply) -> None:
         """Count one answer (R29). A refusal raises `Refused` (a failed call, R30)."""

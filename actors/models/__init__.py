@@ -8,22 +8,29 @@
 
 Failures raise one of the `ModelError` classes (`MissingKey`, `BadKey`,
 `QuotaExceeded`, `RateLimited`, `ModelNotFound`, `ModelTimeout`, `Overloaded`,
-`ServerError`, `BadRequest`, `Unreachable`, `ProtocolError`, `Refused`); a
-connection never switches vendor or model.
+`ServerError`, `BadRequest`, `Unreachable`, `ProtocolError`, `Refused`, and for the
+subscription CLIs `NotLoggedIn`, `CliMissing`); a connection never switches vendor or model.
+
+Subscription connections run an official CLI per call on the person's login
+(docs/SUBSCRIPTIONS.md): `connect_cli("claudecode")` or `connect_cli("codex")`.
 """
 
 from __future__ import annotations
 
 from ._anthropic import AnthropicConnection
+from ._cli import CliConnection
+from ._claudecode import ClaudeCodeConnection
 from ._demo import DemoConnection
 from ._errors import (
     BadKey,
     BadRequest,
+    CliMissing,
     MissingKey,
     ModelError,
     ModelNotFound,
     ModelTimeout,
     NoAnswer,
+    NotLoggedIn,
     Overloaded,
     ProtocolError,
     QuotaExceeded,
@@ -56,12 +63,16 @@ from ._types import (
 )
 
 __all__ = [
+    "CLIS",
     "EFFORTS",
     "PROVIDERS",
     "AnthropicConnection",
     "BadKey",
     "BadRequest",
     "Block",
+    "ClaudeCodeConnection",
+    "CliConnection",
+    "CliMissing",
     "Connection",
     "DemoConnection",
     "Event",
@@ -72,6 +83,7 @@ __all__ = [
     "ModelNotFound",
     "ModelTimeout",
     "NoAnswer",
+    "NotLoggedIn",
     "OpenAIChatConnection",
     "OpenAIConnection",
     "Overloaded",
@@ -94,10 +106,14 @@ __all__ = [
     "Unreachable",
     "Usage",
     "connect",
+    "connect_cli",
     "extractive_summary",
 ]
 
 PROVIDERS = ("anthropic", "openai", "openai-chat", "demo")
+CLIS = ("claudecode", "codex")
+"""The subscription CLIs `connect_cli` drives (`--cli`)."""
+_EXECUTABLES = {"claudecode": "claude", "codex": "codex"}
 
 
 def connect(provider: str, *, api_key: str | None = None, base_url: str | None = None,
@@ -116,3 +132,38 @@ def connect(provider: str, *, api_key: str | None = None, base_url: str | None =
     if provider == "demo":
         return DemoConnection()
     raise ValueError(f"provider is one of {', '.join(PROVIDERS)}, not {provider!r}")
+
+
+def connect_cli(cli: str, *, executable: str | None = None, model: str | None = None, timeout: float = 300.0,
+                concurrency: int = 1, effort: str | None = None, state_dir=None) -> Connection:
+    """A subscription connection: each call runs the official CLI on its own login, with
+    every API key removed from its environment (docs/SUBSCRIPTIONS.md). `cli`: "claudecode"
+    (`claude`) or "codex"; `executable`: the CLI's path (default: found on PATH, else the
+    pinned one in tools/clis); `model`: when a request names none; `timeout`: seconds per
+    call; `concurrency`: 1…8 runs at once on this machine, shared through `state_dir`
+    (default: a folder in the temp dir); `effort`: the default reasoning effort."""
+    if cli not in CLIS:
+        raise ValueError(f"cli is one of {', '.join(CLIS)}, not {cli!r}")
+    path = executable or _default_executable(cli)
+    options = dict(model=model, timeout=timeout, concurrency=concurrency, effort=effort, state_dir=state_dir)
+    if cli == "claudecode":
+        return ClaudeCodeConnection(path, **options)
+    try:
+        from ._codex import CodexConnection
+    except ImportError as error:
+        raise CliMissing(f"the Codex connection is not part of this build ({error})", provider="codex") from None
+    return CodexConnection(path, **options)
+
+
+def _default_executable(cli: str) -> str:
+    """The CLI on PATH, else the pinned copy `npm ci --prefix tools/clis` installs, else
+    its bare name (starting it then raises `CliMissing`)."""
+    import shutil
+    from pathlib import Path
+
+    name = _EXECUTABLES[cli]
+    found = shutil.which(name)
+    if found:
+        return found
+    pinned = Path(__file__).resolve().parents[2] / "tools" / "clis" / "node_modules" / ".bin" / name
+    return str(pinned) if pinned.exists() else name

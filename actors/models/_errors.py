@@ -13,11 +13,13 @@ import json
 __all__ = [
     "BadKey",
     "BadRequest",
+    "CliMissing",
     "MissingKey",
     "ModelError",
     "ModelNotFound",
     "ModelTimeout",
     "NoAnswer",
+    "NotLoggedIn",
     "Overloaded",
     "ProtocolError",
     "QuotaExceeded",
@@ -65,6 +67,16 @@ class RateLimited(ModelError):
     provider said."""
 
     retryable = True
+
+
+class NotLoggedIn(ModelError):
+    """A subscription CLI (Claude Code, Codex) has no valid login: run its own login
+    (`claude` then /login, `codex login`). Never answered by falling back to an API key."""
+
+
+class CliMissing(ModelError):
+    """A subscription CLI's executable was not found or could not be started
+    (`--cli-executable`, or `npm ci --prefix tools/clis` for the pinned ones)."""
 
 
 class ModelNotFound(ModelError):

@@ -161,7 +161,9 @@ class Request:
     """One model call. `cache_system` puts a cache mark at the end of the system prompt
     (R23); blocks with `cache=True` carry the others. `effort` is None (the model's own
     default) or one of `EFFORTS`. `timeout` is the whole call's limit in seconds.
-    `label` (e.g. "turn", "compaction") goes out as the `x-everchat-call` header."""
+    `label` (e.g. "turn", "compaction") goes out as the `x-everchat-call` header.
+    `priority` orders calls waiting for a shared CLI slot (subscription connections):
+    0 replies, 1 leaf summaries, 2 merges; HTTP backends ignore it."""
 
     model: str
     system: str
@@ -172,6 +174,7 @@ class Request:
     effort: str | None = None
     timeout: float = 600.0
     label: str = ""
+    priority: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))

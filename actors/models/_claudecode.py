@@ -1,0 +1,254 @@
+"""Claude Code as the model: `claude -p` in streaming JSON, on the person's subscription.
+
+    claude -p --input-format stream-json --output-format stream-json --verbose
+           --include-partial-messages --tools "" --mcp-config FOLDER/mcp.json --strict-mcp-config
+           --allowedTools mcp__everchat__zoom,... --system-prompt-file FOLDER/system.txt
+           --setting-sources "" --no-session-persistence [--model M] [--effort E]
+
+The view and the turn go in as one stream-json user message on stdin (text and image
+blocks: images never touch the command line). Its blocks keep the request's cache marks
+where the API path puts them (R23), at most two (Claude Code marks two system blocks
+itself, and the API takes four), so a turn after a turn reads its view from the cache.
+Claude Code writes its working folder into the first user message, before our view, so
+every run works in one stable empty folder (`state_dir/work`); its files go in the
+run's fresh temporary folder.
+
+Its output is the Messages API stream wrapped in `stream_event` lines, then whole
+`assistant` messages, then one `result`; `ClaudeDecoder` reads the stream events for
+text as it comes and the `result` for how the call ended.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ._cli import CliConnection, Decoder, Finished, Run
+from ._errors import BadRequest, ModelNotFound, NotLoggedIn, Overloaded, ProtocolError, QuotaExceeded, ServerError
+from ._types import (
+    ImageBlock,
+    Message,
+    Request,
+    TextBlock,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+__all__ = ["ClaudeCodeConnection", "ClaudeDecoder", "user_line", "TOOL_PREFIX"]
+
+SERVER = "everchat"
+TOOL_PREFIX = f"mcp__{SERVER}__"
+MAX_MARKS = 2
+_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
+
+
+class ClaudeCodeConnection(CliConnection):
+    """Claude models through the `claude` CLI and its login (see the module)."""
+
+    provider = "claudecode"
+    tool_prefix = TOOL_PREFIX
+
+    def argv(self, run: Run, request: Request) -> list[str]:
+        config = {"mcpServers": {SERVER: {"type": "stdio", "command": self.bridge_command(run)[0],
+                                          "args": self.bridge_command(run)[1:]}}}
+        (run.folder / "mcp.json").write_text(json.dumps(config), encoding="utf-8")
+        # an empty system prompt would bring back Claude Code's own long one
+        (run.folder / "system.txt").write_text(request.system or "You are a helpful assistant.", encoding="utf-8")
+        argv = [self.executable, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+                "--verbose", "--include-partial-messages", "--tools", "", "--strict-mcp-config",
+                "--mcp-config", str(run.folder / "mcp.json"), "--system-prompt-file", str(run.folder / "system.txt"),
+                "--setting-sources", "", "--no-session-persistence", "--permission-prompts", "none"]
+        if request.tools:
+            argv += ["--allowedTools", ",".join(TOOL_PREFIX + t.name for t in request.tools)]
+        model = self.model_for(request)
+        if model:
+            argv += ["--model", model]
+        effort = self.effort_for(request)
+        if effort in _EFFORT:
+            argv += ["--effort", _EFFORT[effort]]
+        return argv
+
+    def environment(self, run: Run, request: Request) -> dict[str, str]:
+        env = super().environment(run, request)
+        env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(request.max_tokens)
+        env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"  # no update checks or telemetry
+        env["DISABLE_AUTOUPDATER"] = "1"
+        if self.effort_for(request) == "none":
+            env["MAX_THINKING_TOKENS"] = "0"
+        return env
+
+    def working_folder(self, run: Run) -> Path:
+        folder = self.state_dir / "work"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return folder
+
+    def opening(self, run: Run, request: Request) -> bytes:
+        return user_line(request).encode() + b"\n"
+
+    def decoder(self, request: Request) -> Decoder:
+        return ClaudeDecoder(self.provider, request.model)
+
+
+# --- the request as one user message ----------------------------------------------------
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _image(block: ImageBlock) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": block.media_type,
+                                        "data": base64.b64encode(block.data).decode()}}
+
+
+def _blocks(message: Message) -> list[tuple[dict[str, Any], bool]]:
+    """(content block, cache mark) pairs for one message of the conversation. The first
+    user message goes as it is; later ones are labelled, since one user message carries all."""
+    out: list[tuple[dict[str, Any], bool]] = []
+    if message.role == "assistant":
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                out.append((_text(f"<your_earlier_answer>\n{block.text}\n</your_earlier_answer>"), block.cache))
+            elif isinstance(block, ToolUseBlock):
+                out.append((_text(f"<your_tool_call name=\"{block.name}\">{json.dumps(dict(block.input))}"
+                                  f"</your_tool_call>"), block.cache))
+            elif isinstance(block, ThinkingBlock):
+                continue  # thinking is not passed back
+        return out
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            out.append((_text(block.text), block.cache))
+        elif isinstance(block, ImageBlock):
+            out.append((_image(block), block.cache))
+        elif isinstance(block, ToolResultBlock):
+            out.append((_text(f"<tool_result>\n{block.text or '(empty)'}\n</tool_result>"), False))
+            out += [(_image(part), False) for part in block.content if isinstance(part, ImageBlock)]
+            if block.cache and out:
+                out[-1] = (out[-1][0], True)
+    return out
+
+
+def user_line(request: Request) -> str:
+    """The stream-json line that carries the whole request: its messages' blocks in order,
+    the first cache mark and the last block's mark kept (R23: the view's, and the end's)."""
+    pairs: list[tuple[dict[str, Any], bool]] = []
+    for message in request.messages:
+        pairs += _blocks(message)
+    marked = [i for i, (_, mark) in enumerate(pairs) if mark]
+    keep = {marked[0], len(pairs) - 1} if marked else {len(pairs) - 1}
+    content = []
+    for i, (block, _) in enumerate(pairs):
+        if i in keep:
+            block = {**block, "cache_control": {"type": "ephemeral"}}
+        content.append(block)
+    return json.dumps({"type": "user", "message": {"role": "user", "content": content}})
+
+
+# --- the output ------------------------------------------------------------------------
+
+
+class ClaudeDecoder(Decoder):
+    """Claude Code's stream-json output → events. Text and thinking come from the
+    `stream_event` deltas (as they arrive); `Usage` once per model message; the `result`
+    line ends the call. Tool calls arrive through the MCP bridge, not from here."""
+
+    def __init__(self, provider: str = "claudecode", model: str = "") -> None:
+        self.provider = provider
+        self.model = model
+        self._usage = Usage()
+        self._stop = ""
+        self._failure: str = ""  # an api error an `assistant` line reported
+
+    def _error(self, cls: type, text: str, status: int | None = None) -> Exception:
+        return cls(text, provider=self.provider, model=self.model, status=status)
+
+    def feed(self, line: str) -> Iterable[Any]:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return [self._error(ProtocolError, f"Claude Code wrote a line that is not JSON: {line[:120]!r}")]
+        if not isinstance(event, dict):
+            return [self._error(ProtocolError, f"Claude Code wrote an unexpected line: {line[:120]!r}")]
+        kind = event.get("type")
+        if kind == "stream_event":
+            return self._stream(event.get("event") or {})
+        if kind == "assistant" and event.get("error"):
+            self._failure = str(event.get("error"))
+        if kind == "result":
+            return self._result(event)
+        return []
+
+    def _stream(self, event: dict[str, Any]) -> list[Any]:
+        kind = event.get("type")
+        if kind == "message_start":
+            self._usage, self._stop = _usage((event.get("message") or {}).get("usage"), Usage()), ""
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "text" and block.get("text"):
+                return [TextDelta(block["text"])]
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta" and delta.get("text"):
+                return [TextDelta(delta["text"])]
+            if delta.get("type") == "thinking_delta" and delta.get("thinking"):
+                return [ThinkingDelta(delta["thinking"])]
+        elif kind == "message_delta":
+            self._usage = _usage(event.get("usage"), self._usage)
+            self._stop = (event.get("delta") or {}).get("stop_reason") or self._stop
+        elif kind == "message_stop":
+            return [self._usage]
+        return []
+
+    def _result(self, event: dict[str, Any]) -> list[Any]:
+        if not event.get("is_error"):
+            reason = str(event.get("stop_reason") or "end_turn")
+            return [Finished(reason, incomplete=reason in ("max_tokens", "refusal"))]
+        return [self.failure(str(event.get("result") or event.get("subtype") or ""), event.get("api_error_status"))]
+
+    def failure(self, text: str, status: Any = None) -> Exception:
+        """The error for a failed result: its text, the HTTP status Claude Code saw."""
+        status = status if isinstance(status, int) else None
+        low = f"{text} {self._failure}".lower()
+        shown = " ".join(text.split())[:300]
+        if "not logged in" in low or "authentication_failed" in low or "/login" in low or status in (401, 403):
+            return self._error(NotLoggedIn, f"Claude Code is not logged in: run `claude` and /login with the "
+                                            f"subscription account ({shown})", status)
+        if "limit" in low and ("usage" in low or "hit your" in low or "reset" in low) or status == 429 \
+                or "rate_limit" in low or "billing" in low:
+            return self._error(QuotaExceeded, f"the subscription's usage limit is reached; wait for it to reset "
+                                              f"({shown})", status)
+        if status == 404 or "not_found" in low or "model" in low and "not" in low and "found" in low:
+            return self._error(ModelNotFound, f"Claude Code cannot use this model ({shown})", status)
+        if status in (529, 503) or "overload" in low:
+            return self._error(Overloaded, f"Claude is overloaded; try again later ({shown})", status)
+        if status is not None and status >= 500:
+            return self._error(ServerError, f"Claude failed on its side ({shown})", status)
+        if status in (400, 413, 422):
+            return self._error(BadRequest, f"the request was rejected ({shown})", status)
+        return self._error(ProtocolError, f"Claude Code failed: {shown or 'no reason given'}", status)
+
+    def end(self, returncode: int | None, stderr: str) -> Iterable[Any]:
+        tail = " ".join(stderr.split())[-300:]
+        if tail and ("not logged in" in tail.lower() or "/login" in tail.lower()):
+            return [self.failure(tail)]
+        return ()
+
+
+def _usage(raw: Any, before: Usage) -> Usage:
+    if not isinstance(raw, dict):
+        return before
+
+    def pick(name: str, old: int) -> int:
+        value = raw.get(name)
+        return old if not isinstance(value, int) else value
+
+    return Usage(input=pick("input_tokens", before.input), output=pick("output_tokens", before.output),
+                 cache_read=pick("cache_read_input_tokens", before.cache_read),
+                 cache_write=pick("cache_creation_input_tokens", before.cache_write))
