@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ __all__ = [
     "Decoder",
     "Finished",
     "Run",
+    "asked_tool",
     "SCRUBBED",
     "priority_of",
     "scrubbed_environment",
@@ -120,6 +121,11 @@ class Decoder:
     def end(self, returncode: int | None, stderr: str) -> Iterable[Any]:
         return ()
 
+    def attach(self, run: Run, write: Callable[[bytes], None]) -> None:
+        """Called once the CLI started, before its output is read: `write` sends bytes to its
+        stdin (thread-safe). For a CLI that converses (Codex's app server answers requests
+        and asks for our tools on its own channel, see `asked_tool`)."""
+
 
 # --- one run of the CLI ------------------------------------------------------------------
 
@@ -129,7 +135,16 @@ class _BridgeCall:
     id: str
     name: str
     arguments: dict[str, Any]
-    sock: socket.socket
+    sock: socket.socket | None
+    reply: Callable[[list[TextBlock | ImageBlock], bool], None] | None = None  # see asked_tool
+
+
+def asked_tool(call_id: str, name: str, arguments: dict[str, Any],
+               reply: Callable[[list[TextBlock | ImageBlock], bool], None]) -> _BridgeCall:
+    """A tool call a decoder read from the CLI's own output instead of the bridge (Codex's
+    dynamic tools): the base stops for it like a bridge call, and `reply(parts, is_error)`
+    answers it with the result's blocks."""
+    return _BridgeCall(call_id, name, arguments, None, reply)
 
 
 @dataclass
@@ -173,7 +188,8 @@ class Run:
             return
         self.ended = True
         for call in self.pending.values():
-            _close_quietly(call.sock)
+            if call.sock is not None:
+                _close_quietly(call.sock)
         self.pending.clear()
         for sock in self.lifelines:
             _close_quietly(sock)
@@ -360,8 +376,9 @@ class CliConnection(Connection):
             except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
                 raise CliMissing(f"cannot start {argv[0]} ({error.strerror}): install it or point "
                                  f"--cli-executable at it", provider=self.provider, model=request.model) from None
-            threading.Thread(target=_read_output, args=(run, self.decoder(request)), daemon=True,
-                             name="cli-output").start()
+            decoder = self.decoder(request)
+            decoder.attach(run, _writer(run))
+            threading.Thread(target=_read_output, args=(run, decoder), daemon=True, name="cli-output").start()
             threading.Thread(target=_read_stderr, args=(run,), daemon=True, name="cli-stderr").start()
             assert run.proc.stdin is not None
             try:
@@ -459,6 +476,10 @@ def _answer(run: Run, results: list[ToolResultBlock] | None, last: Message) -> N
     for n, result in enumerate(results):
         call = run.pending.pop(result.tool_use_id)
         parts = list(result.content) + (extra if n == len(results) - 1 else [])
+        if call.reply is not None:
+            call.reply(parts, result.is_error)
+            continue
+        assert call.sock is not None
         content = [_mcp_part(p) for p in parts] or [{"type": "text", "text": "(empty)"}]
         line = json.dumps({"content": content, "isError": result.is_error}).encode() + b"\n"
         try:
@@ -466,6 +487,22 @@ def _answer(run: Run, results: list[ToolResultBlock] | None, last: Message) -> N
         except OSError:
             pass  # the CLI went away: its output tells
         _close_quietly(call.sock)
+
+
+def _writer(run: Run) -> Callable[[bytes], None]:
+    """Writes to the run's stdin, one writer at a time; a CLI that went away is told by its output."""
+    lock = threading.Lock()
+
+    def write(data: bytes) -> None:
+        assert run.proc is not None and run.proc.stdin is not None
+        with lock:
+            try:
+                run.proc.stdin.write(data)
+                run.proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+
+    return write
 
 
 def _mcp_part(block: TextBlock | ImageBlock) -> dict[str, Any]:

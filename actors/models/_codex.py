@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _codex_wire as wire
-from ._cli import CliConnection, Decoder, Finished, Run, _BridgeCall
+from ._cli import CliConnection, Decoder, Finished, Run, asked_tool
 from ._errors import ModelError, NotLoggedIn, ProtocolError, Unreachable
 from ._types import ImageBlock, Request, TextBlock, TextDelta, ThinkingDelta, ToolResultBlock
 
@@ -248,8 +248,8 @@ class CodexDecoder(Decoder):
                 result = ToolResultBlock(call_id, tuple(parts), is_error)
                 self._send({"id": ident, "result": wire.tool_response(result)})
 
-            return [_BridgeCall(call_id, str(params.get("tool") or ""),
-                                arguments if isinstance(arguments, dict) else {}, None, reply=reply)]
+            return [asked_tool(call_id, str(params.get("tool") or ""),
+                               arguments if isinstance(arguments, dict) else {}, reply)]
         # approvals, questions, elicitations: with everything off and approvals "never" none
         # should come; answer each so Codex never waits on us
         self._send({"id": ident, "error": {"code": -32601,
