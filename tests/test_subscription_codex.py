@@ -306,7 +306,7 @@ def test_the_recorded_usage_limit_becomes_quota_exceeded(tmp_path):
     ("nologin", NotLoggedIn, "Codex is not logged in with a ChatGPT account: run `codex login`"),
     ("apikey", NotLoggedIn, "Codex is logged in with an API key, not a ChatGPT account"),
     ("chatgpt", Unreachable, "Codex could not check its ChatGPT login"),
-])
+], ids=["nologin", "apikey", "chatgpt"])
 def test_the_recorded_logins_read_clearly_and_start_no_thread(tmp_path, name, cls, words):
     replay = Replay(tmp_path, request("Say hello."))
 
