@@ -6,9 +6,10 @@
            --setting-sources "" --no-session-persistence [--model M] [--effort E]
 
 The view and the turn go in as one stream-json user message on stdin (text and image
-blocks: images never touch the command line). Its blocks keep the request's cache marks
-where the API path puts them (R23), at most two (Claude Code marks two system blocks
-itself, and the API takes four), so a turn after a turn reads its view from the cache.
+blocks: images never touch the command line), split into the same blocks as on the API
+path. The view's cache mark goes with it (R23); Claude Code marks its two system blocks
+and the conversation's last block itself on every call (the API takes four marks), so a
+turn after a turn reads its view from the cache.
 Claude Code writes its working folder into the first user message, before our view, so
 every run works in one stable empty folder (`state_dir/work`); its files go in the
 run's fresh temporary folder.
@@ -45,7 +46,10 @@ __all__ = ["ClaudeCodeConnection", "ClaudeDecoder", "user_line", "TOOL_PREFIX"]
 
 SERVER = "everchat"
 TOOL_PREFIX = f"mcp__{SERVER}__"
-MAX_MARKS = 2
+MAX_MARKS = 1
+"""Our marks in a run's message. Claude Code marks two system blocks and the last block of
+the conversation itself, on every model call of a run, and leaves earlier marks in place:
+a fourth of ours would break the API's limit of four once a tool result comes back."""
 _EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 
 
@@ -137,12 +141,12 @@ def _blocks(message: Message) -> list[tuple[dict[str, Any], bool]]:
 
 def user_line(request: Request) -> str:
     """The stream-json line that carries the whole request: its messages' blocks in order,
-    the first cache mark and the last block's mark kept (R23: the view's, and the end's)."""
+    with the request's first cache mark (R23: the view's; Claude Code adds the end's)."""
     pairs: list[tuple[dict[str, Any], bool]] = []
     for message in request.messages:
         pairs += _blocks(message)
     marked = [i for i, (_, mark) in enumerate(pairs) if mark]
-    keep = {marked[0], len(pairs) - 1} if marked else {len(pairs) - 1}
+    keep = set(marked[:MAX_MARKS])
     content = []
     for i, (block, _) in enumerate(pairs):
         if i in keep:

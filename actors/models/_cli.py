@@ -376,10 +376,12 @@ class CliConnection(Connection):
             except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
                 raise CliMissing(f"cannot start {argv[0]} ({error.strerror}): install it or point "
                                  f"--cli-executable at it", provider=self.provider, model=request.model) from None
+            errors = threading.Thread(target=_read_stderr, args=(run,), daemon=True, name="cli-stderr")
+            errors.start()
             decoder = self.decoder(request)
             decoder.attach(run, _writer(run))
-            threading.Thread(target=_read_output, args=(run, decoder), daemon=True, name="cli-output").start()
-            threading.Thread(target=_read_stderr, args=(run,), daemon=True, name="cli-stderr").start()
+            threading.Thread(target=_read_output, args=(run, decoder, errors), daemon=True,
+                             name="cli-output").start()
             assert run.proc.stdin is not None
             try:
                 run.proc.stdin.write(self.opening(run, request))
@@ -537,7 +539,7 @@ def _accept(run: Run) -> None:
                                   arguments if isinstance(arguments, dict) else {}, sock))
 
 
-def _read_output(run: Run, decoder: Decoder) -> None:
+def _read_output(run: Run, decoder: Decoder, errors: threading.Thread) -> None:
     assert run.proc is not None and run.proc.stdout is not None
     try:
         for raw in run.proc.stdout:
@@ -553,6 +555,7 @@ def _read_output(run: Run, decoder: Decoder) -> None:
             code = run.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
+    errors.join(timeout=5)  # its last words, for the error message
     for item in decoder.end(code, "".join(run.stderr)):
         run.items.put(item)
     run.items.put(_Closed())

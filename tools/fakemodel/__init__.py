@@ -40,6 +40,7 @@ from ._replies import (
     Text,
     Thinking,
     ToolCall,
+    UsageLimit,
 )
 from ._server import FakeModelServer
 from ._state import echo_rule
@@ -69,6 +70,7 @@ __all__ = [
     "Text",
     "Thinking",
     "ToolCall",
+    "UsageLimit",
     "anthropic_blocks",
     "count_tokens",
     "echo_rule",

@@ -35,6 +35,7 @@ _FAULTS = {
     "model_not_found": (404, "not_found_error", "model: {model}"),
     "quota_exceeded": (402, "billing_error", "Your credit balance is too low to access the Anthropic API."),
     "stream_error": (529, "overloaded_error", "Overloaded"),
+    "usage_limit": (429, "rate_limit_error", "This request would exceed your account's rate limit. Please try again later."),
 }
 
 

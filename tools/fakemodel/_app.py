@@ -103,6 +103,12 @@ def _fault_response(api: str, ex: Exchange, fault: Fault, model: str) -> web.Res
     if fault.name == "rate_limited":
         seconds = fault.retry_after  # type: ignore[attr-defined]
         headers["retry-after"] = str(int(seconds)) if float(seconds).is_integer() else str(seconds)
+    if fault.name == "usage_limit":  # a plan's limit: the unified headers say when it resets
+        reset = int(time.time() + fault.reset_in)  # type: ignore[attr-defined]
+        headers.update({"anthropic-ratelimit-unified-status": "rejected",
+                        "anthropic-ratelimit-unified-reset": str(reset),
+                        "anthropic-ratelimit-unified-representative-claim": "five_hour",
+                        "x-should-retry": "false"})
     if _is_anthropic(api):
         status, kind, message = _anthropic.fault_error(fault, model)
         return _error(api, ex, status, kind, message, headers=headers)

@@ -25,6 +25,7 @@ _FAULTS = {
     "quota_exceeded": (429, "insufficient_quota", "insufficient_quota",
                        "You exceeded your current quota, please check your plan and billing details."),
     "stream_error": (503, "server_error", None, _OVERLOADED),
+    "usage_limit": (429, "usage_limit_reached", "usage_limit_reached", "The usage limit has been reached"),
 }
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "Text",
     "Thinking",
     "ToolCall",
+    "UsageLimit",
     "Rule",
     "as_reply",
     "fit",
@@ -230,6 +231,18 @@ class QuotaExceeded(Fault):
     """Out of credit. Anthropic: HTTP 402 ``billing_error``. OpenAI: HTTP 429 ``insufficient_quota``."""
 
     name = "quota_exceeded"
+
+
+class UsageLimit(Fault):
+    """A subscription plan's usage limit (what Claude Code and Codex meet on a Pro/Max or
+    ChatGPT plan). Anthropic: HTTP 429 ``rate_limit_error`` with the unified rate-limit
+    headers (``anthropic-ratelimit-unified-status: rejected`` and the reset time, epoch
+    seconds, `reset_in` from now). OpenAI: HTTP 429 ``usage_limit_reached``."""
+
+    name = "usage_limit"
+
+    def __init__(self, reset_in: float = 3600.0) -> None:
+        self.reset_in = reset_in
 
 
 class _MidStream(Fault):

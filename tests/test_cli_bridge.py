@@ -1,0 +1,259 @@
+"""The subscription connections' shared parts without a real CLI: the environment scrub,
+Claude Code's decoder on recorded output, the request as one stream-json message (R23's
+marks), the machine-wide gate, and whole runs of a fake CLI through the real MCP bridge."""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from everchat.actors.models import (
+    CliMissing,
+    ImageBlock,
+    Message,
+    ModelTimeout,
+    NotLoggedIn,
+    ProtocolError,
+    QuotaExceeded,
+    Request,
+    Stop,
+    TextBlock,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResultBlock,
+    Usage,
+)
+from everchat.actors.models._claudecode import ClaudeDecoder, user_line
+from everchat.actors.models._cli import CliConnection, Finished, priority_of, scrubbed_environment
+from everchat.actors.models._cli_gate import Gate
+from everchat.actors.prompt import memory_tools, view_blocks
+
+SAMPLES = Path(__file__).parent / "samples"
+CHILD = str(Path(__file__).parent / "fake_cli_child.py")
+
+
+def decode(name: str) -> list:
+    decoder = ClaudeDecoder("claudecode", "m")
+    return [item for line in (SAMPLES / name).read_text().splitlines() for item in decoder.feed(line)]
+
+
+# --- the scrub ------------------------------------------------------------------------
+
+
+def test_the_child_environment_holds_no_api_key_but_keeps_the_subscription_login():
+    env = scrubbed_environment({"PATH": "/bin", "ANTHROPIC_API_KEY": "a", "ANTHROPIC_AUTH_TOKEN": "b",
+                                "OPENAI_API_KEY": "c", "CODEX_API_KEY": "d", "CLAUDE_CODE_USE_BEDROCK": "1",
+                                "SOME_VENDOR_API_KEY": "e", "CLAUDE_CODE_OAUTH_TOKEN": "login",
+                                "ANTHROPIC_BASE_URL": "http://127.0.0.1:1"})
+    assert env == {"PATH": "/bin", "CLAUDE_CODE_OAUTH_TOKEN": "login", "ANTHROPIC_BASE_URL": "http://127.0.0.1:1"}
+
+
+# --- Claude Code's output, recorded from the real binary --------------------------------
+
+
+def test_a_recorded_claude_code_reply_decodes_into_thinking_text_usage_and_its_end():
+    items = decode("claude_code_reply.jsonl")
+    assert "".join(i.text for i in items if isinstance(i, ThinkingDelta)) == "The person greets me."
+    texts = [i.text for i in items if isinstance(i, TextDelta)]
+    assert len(texts) > 1 and "".join(texts) == "Hello! How can I help today?"
+    (usage,) = [i for i in items if isinstance(i, Usage)]
+    assert usage.input > 0 and usage.output > 0
+    assert items[-1] == Finished("end_turn")
+
+
+def test_a_recorded_usage_limit_reads_as_quota_with_its_reset_time():
+    (error,) = [i for i in decode("claude_code_quota.jsonl") if isinstance(i, Exception)]
+    assert isinstance(error, QuotaExceeded)
+    assert "usage limit is reached" in str(error) and "resets" in str(error)
+
+
+def test_a_recorded_missing_login_reads_as_not_logged_in():
+    (error,) = [i for i in decode("claude_code_nologin.jsonl") if isinstance(i, Exception)]
+    assert isinstance(error, NotLoggedIn)
+    assert "run `claude` and /login" in str(error)
+
+
+def test_a_line_that_is_not_json_is_a_protocol_error():
+    (error,) = ClaudeDecoder().feed("Segmentation fault")
+    assert isinstance(error, ProtocolError) and "not JSON" in str(error)
+
+
+# --- the request as one user message ----------------------------------------------------
+
+
+def test_r23_the_view_keeps_its_mark_and_claude_code_adds_the_end_mark_itself():
+    view = view_blocks([f"line {n}" for n in range(9)])  # 2 whole blocks, the second marked
+    image = ImageBlock(b"\x89PNG-bytes", "image/png")
+    request = Request(model="m", system="s", messages=(
+        Message("user", (*view, TextBlock("the turn", cache=True), image)),
+        Message.assistant("an earlier answer"),
+        Message("user", (TextBlock("shorter please", cache=True),))))
+    content = json.loads(user_line(request))["message"]["content"]
+    marked = [n for n, block in enumerate(content) if "cache_control" in block]
+    assert marked == [1]  # the view's last whole block (Claude Code marks the end on every call)
+    assert content[1]["text"] == view[1].text
+    assert content[4] == {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                       "data": base64.b64encode(b"\x89PNG-bytes").decode()}}
+    assert "an earlier answer" in content[5]["text"]
+
+
+def test_compactions_queue_behind_replies_and_merges_behind_leaves():
+    base = Request(model="m", system="s", messages=(Message.user("x"),))
+    assert priority_of(replace(base, label="turn")) == 0
+    assert priority_of(replace(base, label="compaction", priority=1)) == 1
+    assert priority_of(replace(base, label="compaction", priority=2)) == 2
+
+
+# --- the gate -------------------------------------------------------------------------
+
+
+def test_the_gate_gives_no_more_slots_than_it_has(tmp_path):
+    gate = Gate(tmp_path, 1)
+    held = gate.acquire(0, timeout=0)
+    assert held is not None
+    assert Gate(tmp_path, 1).acquire(0, timeout=0) is None  # another process's view of it
+    held.release()
+    again = gate.acquire(0, timeout=0)
+    assert again is not None
+    again.release()
+
+
+def test_a_merge_waits_while_a_reply_waits_even_with_a_slot_free(tmp_path):
+    gate = Gate(tmp_path, 2)
+    ticket = tmp_path / f"wait-0-{0:020d}-1-aaaa"
+    fd = os.open(ticket, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a live reply waiting
+    try:
+        assert gate.acquire(2, timeout=0) is None
+    finally:
+        os.close(fd)
+    slot = gate.acquire(2, timeout=0)  # its waiter died: the stale ticket goes
+    assert slot is not None and not ticket.exists()
+    slot.release()
+
+
+# --- whole runs of a fake CLI -----------------------------------------------------------
+
+
+class FakeCli(CliConnection):
+    provider = "fakecli"
+
+    def __init__(self, mode: str, tmp_path: Path, timeout: float = 60.0) -> None:
+        super().__init__(sys.executable, timeout=timeout, state_dir=tmp_path / "state")
+        self.mode = mode
+
+    def argv(self, run, request):
+        return [self.executable, CHILD, str(run.folder), self.mode]
+
+    def opening(self, run, request):
+        return user_line(request).encode() + b"\n"
+
+    def decoder(self, request):
+        return ClaudeDecoder(self.provider, request.model)
+
+
+def request(*messages: Message) -> Request:
+    return Request(model="m", system="s", tools=memory_tools(), messages=messages or (Message.user("hi there"),))
+
+
+def gone(pid: int) -> bool:
+    """The process ended (a zombie no reaper collected counts as ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "\nState:\tZ" in status.read_text()
+
+
+def wait_until(condition, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_a_fake_cli_reply_streams_with_its_usage(tmp_path):
+    with FakeCli("reply", tmp_path) as conn:
+        events = list(conn.stream(request()))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo ", "there"]
+    assert events[-2:] == [Usage(input=10, output=3, cache_read=5), Stop("end_turn")]
+
+
+def test_a_tool_call_parks_the_run_and_its_result_continues_the_same_process(tmp_path):
+    with FakeCli("tool", tmp_path) as conn:
+        first = request()
+        events = list(conn.stream(first))
+        assert events == [TextDelta("Looking. "), ToolCall("toolu_fake_1", "zoom", {"id": 3}),
+                          Usage(input=7, output=2), Stop("tool_use")]
+        pid = conn._run.proc.pid
+        result = ToolResultBlock("toolu_fake_1", (TextBlock("user: amber-42"),
+                                                  ImageBlock(b"png", "image/png")))
+        later = Message("user", (result, TextBlock("[joined] also this")))
+        events = list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), later))))
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
+            "tools=['zoom', 'date'] error=False got: user: amber-42 | image/png | [joined] also this")
+        assert events[-2:] == [Usage(input=9, output=4), Stop("end_turn")]
+        assert wait_until(lambda: gone(pid))  # the run ended with its answer
+
+
+def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afresh(tmp_path):
+    with FakeCli("tool", tmp_path) as conn:
+        list(conn.stream(request()))
+        parked = conn._run.proc.pid
+        conn.mode = "reply"
+        events = list(conn.stream(request(Message.user("something else"))))
+        assert events[-1] == Stop("end_turn")
+        assert wait_until(lambda: gone(parked))
+
+
+def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
+    with FakeCli("hang", tmp_path, timeout=3) as conn:
+        events = []
+        with pytest.raises(ModelTimeout, match="within 3 s \\(--cli-timeout\\)"):
+            for event in conn.stream(request()):
+                events.append(event)
+    assert events == [TextDelta("Thinking about it")]
+    child, grandchild = map(int, pids.read_text().split())
+    assert wait_until(lambda: gone(child) and gone(grandchild))
+
+
+def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
+    conn = FakeCli("hang", tmp_path)
+    stream = conn.stream(request())
+    assert next(stream) == TextDelta("Thinking about it")
+    stream.close()  # R37: the person stopped the reply
+    child, grandchild = map(int, pids.read_text().split())
+    assert wait_until(lambda: gone(child) and gone(grandchild))
+
+
+def test_output_that_is_not_json_is_a_protocol_error(tmp_path):
+    with FakeCli("garbage", tmp_path) as conn, pytest.raises(ProtocolError, match="not JSON"):
+        list(conn.stream(request()))
+
+
+def test_a_cli_that_exits_without_an_answer_says_so_with_its_stderr(tmp_path):
+    with FakeCli("exit", tmp_path) as conn, pytest.raises(ProtocolError, match="exit code 3.*something broke"):
+        list(conn.stream(request()))
+
+
+def test_a_missing_executable_reads_clearly(tmp_path):
+    conn = FakeCli("reply", tmp_path)
+    conn.executable = str(tmp_path / "no-such-cli")
+    with pytest.raises(CliMissing, match="--cli-executable"):
+        list(conn.stream(request()))
