@@ -22,6 +22,7 @@ from codex_world import MODEL, api_key_home, chatgpt_home, codex_executable, fak
 from everchat.actors.models import (
     ImageBlock,
     Message,
+    ModelError,
     ModelTimeout,
     NotLoggedIn,
     QuotaExceeded,
@@ -39,7 +40,7 @@ from everchat.actors.models import (
 )
 from everchat.actors.models._cli import Finished, Run, scrubbed_environment
 from everchat.actors.models._codex import CodexConnection, CodexDecoder
-from everchat.actors.models._codex_wire import CONFIG, history_items, login_problem, usage_between
+from everchat.actors.models._codex_wire import CONFIG, history_items, login_problem, mcp_overrides, usage_between
 from everchat.tools.fakemodel import FakeModelServer, QuotaExceeded as QuotaFault, Reply, Text
 from everchat.tools.fakemodel import ToolCall as FakeCall
 
@@ -120,6 +121,22 @@ def test_the_view_goes_in_as_items_and_codex_adds_nothing_of_its_own(codex, serv
     # only our tools: no shell, files, web search, images, plans, goals or agents of Codex's
     assert [t["name"] for t in call.body["tools"]] == ["zoom", "date"]
     assert "sk-must-not-reach-codex" not in json.dumps(call.headers)
+
+
+def test_the_users_own_mcp_servers_and_hooks_stay_off(codex, server, tmp_path):
+    config = tmp_path / "codex-home" / "config.toml"
+    marker = tmp_path / "mcp-server-started"
+    config.write_text(config.read_text(encoding="utf-8") + (
+        "[mcp_servers.users-own]\n"
+        'command = "python3"\n'
+        f'args = ["-c", "open({str(marker)!r}, \'w\')"]\n'), encoding="utf-8")
+    server.script(Reply(Text("ok")))
+
+    list(codex.stream(request("The turn.")))
+
+    (call,) = server.model_calls
+    assert [t["name"] for t in call.body["tools"]] == ["zoom", "date"]
+    assert not marker.exists()
 
 
 def test_a_zoom_round_trip_resumes_the_same_codex_run(codex, server):
@@ -347,6 +364,20 @@ def test_the_history_keeps_tool_calls_and_results_as_responses_items():
         {"type": "function_call", "call_id": "c1", "name": "zoom", "arguments": '{"id": "s1"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "found"},
     ]
+
+
+def test_the_users_mcp_servers_are_named_one_by_one():
+    config = '[mcp_servers.docs]\ncommand = "x"\n[mcp_servers.web-2]\ncommand = "y"\n'
+
+    assert mcp_overrides(config) == (("mcp_servers.docs.enabled", "false"), ("mcp_servers.web-2.enabled", "false"))
+    assert mcp_overrides("not toml [") == ()
+
+
+def test_an_mcp_server_a_run_cannot_turn_off_stops_the_run():
+    with pytest.raises(ModelError) as caught:
+        mcp_overrides('[mcp_servers."odd.name"]\ncommand = "y"\n')
+
+    assert "names the MCP server 'odd.name', which a run cannot turn off" in str(caught.value)
 
 
 def test_every_override_turns_something_of_codex_off():

@@ -19,8 +19,8 @@ request in the same process. Codex runs calls of one message one by one here, so
 message with two calls stops twice.
 
 Nothing of Codex's own reaches the model: its shell, file, web, image, plan, goal,
-agent, app, plugin and skill tools are off, and so are its environment and permission
-notes (see `_codex_wire.CONFIG`). The child keeps CODEX_HOME (the login lives there);
+agent, app, plugin, hook and skill tools are off, and so are its environment and
+permission notes and the MCP servers of the user's own config (see `_codex_wire`). The child keeps CODEX_HOME (the login lives there);
 every API-key variable is removed by the base.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -48,7 +49,7 @@ class CodexConnection(CliConnection):
     provider = "codex"
 
     def argv(self, run: Run, request: Request) -> list[str]:
-        return [self.executable, "app-server", "--listen", "stdio://", *wire.config_args()]
+        return [self.executable, "app-server", "--listen", "stdio://", *wire.config_args(_user_config())]
 
     def opening(self, run: Run, request: Request) -> bytes:
         return _line({"id": 0, "method": "initialize",
@@ -57,6 +58,16 @@ class CodexConnection(CliConnection):
     def decoder(self, request: Request) -> Decoder:
         return CodexDecoder(request, model=self.model_for(request), effort=self.effort_for(request),
                             provider=self.provider)
+
+
+def _user_config() -> str:
+    """The text of the user's CODEX_HOME/config.toml ("" when there is none)."""
+    home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    try:
+        with open(os.path.join(home, "config.toml"), encoding="utf-8") as file:
+            return file.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return ""
 
 
 def _line(message: dict[str, Any]) -> bytes:

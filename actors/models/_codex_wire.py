@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +61,7 @@ __all__ = [
     "error_class",
     "history_items",
     "login_problem",
+    "mcp_overrides",
     "split",
     "thread_params",
     "tool_response",
@@ -76,6 +79,7 @@ CONFIG: tuple[tuple[str, str], ...] = (
     ("features.goals", "false"),
     ("features.apps", "false"),
     ("features.plugins", "false"),
+    ("features.hooks", "false"),
     ("agents.enabled", "false"),
     ("web_search", '"disabled"'),
     ("tools.experimental_request_user_input.enabled", "false"),
@@ -90,18 +94,40 @@ CONFIG: tuple[tuple[str, str], ...] = (
     ("approval_policy", '"never"'),
 )
 """The ``-c key=value`` overrides every run passes (they win over the user's config.toml;
-the login in CODEX_HOME is left as it is). Checked with ``--strict-config``."""
+the login in CODEX_HOME is left as it is). Checked with ``--strict-config``. The MCP
+servers of the user's own config are turned off one by one (`mcp_overrides`)."""
 
 NOT_LOGGED_IN = ("Codex is not logged in with a ChatGPT account: run `codex login` (the subscription "
                  "connection never falls back to an API key)")
 
 
-def config_args() -> list[str]:
-    """The command-line overrides, as ``-c key=value`` pairs."""
+def config_args(user_config: str = "") -> list[str]:
+    """The command-line overrides, as ``-c key=value`` pairs; `user_config` is the text of
+    the user's CODEX_HOME/config.toml, whose MCP servers are turned off."""
     args: list[str] = []
-    for key, value in CONFIG:
+    for key, value in CONFIG + mcp_overrides(user_config):
         args += ["-c", f"{key}={value}"]
     return args
+
+
+_BARE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def mcp_overrides(user_config: str) -> tuple[tuple[str, str], ...]:
+    """``mcp_servers.NAME.enabled=false`` for each MCP server the user's config.toml names
+    (an override cannot empty the table: ``mcp_servers={}`` leaves them on). A config that
+    does not parse names none: Codex itself then refuses to start and says why."""
+    try:
+        servers = tomllib.loads(user_config).get("mcp_servers") or {}
+    except tomllib.TOMLDecodeError:
+        return ()
+    out = []
+    for name in servers if isinstance(servers, dict) else ():
+        if not _BARE.match(name):  # `-c` splits keys at dots and takes no quotes
+            raise ModelError(f"Codex's config.toml names the MCP server {name!r}, which a run cannot turn off "
+                             f"(`-c` takes names of letters, digits, - and _): rename it", provider="codex")
+        out.append((f"mcp_servers.{name}.enabled", "false"))
+    return tuple(out)
 
 
 # --- what goes in ----------------------------------------------------------------------
