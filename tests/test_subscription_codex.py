@@ -30,6 +30,7 @@ from everchat.actors.models import (
     Stop,
     TextBlock,
     TextDelta,
+    ThinkingDelta,
     ToolCall,
     ToolResultBlock,
     ToolSpec,
@@ -41,7 +42,7 @@ from everchat.actors.models import (
 from everchat.actors.models._cli import Finished, Run, scrubbed_environment
 from everchat.actors.models._codex import CodexConnection, CodexDecoder
 from everchat.actors.models._codex_wire import CONFIG, history_items, login_problem, mcp_overrides, usage_between
-from everchat.tools.fakemodel import FakeModelServer, QuotaExceeded as QuotaFault, Reply, Text
+from everchat.tools.fakemodel import FakeModelServer, QuotaExceeded as QuotaFault, Reply, Text, Thinking
 from everchat.tools.fakemodel import ToolCall as FakeCall
 
 ZOOM = ToolSpec("zoom", "Read a summary's sources.", {"type": "object", "properties": {"id": {"type": "string"}}})
@@ -103,6 +104,33 @@ def test_a_reply_streams_through_the_real_codex(codex, server):
     assert events[-1] == Stop("end_turn")
     usage = [e for e in events if isinstance(e, Usage)][-1]
     assert usage.input > 0 and usage.output > 0
+
+
+def test_thinking_streams_and_the_effort_reaches_the_model(codex, server):
+    server.script(Reply(Thinking("Weighing it up."), Text("Done.")))
+    ask = request("Think first.")
+
+    events = list(codex.stream(Request(model=MODEL, system=SYSTEM, messages=ask.messages, effort="high")))
+
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == "Weighing it up."
+    assert texts(events) == "Done."
+    (call,) = server.model_calls
+    assert call.body["reasoning"]["effort"] == "high"
+
+
+def test_a_turn_after_a_turn_reads_its_view_from_the_cache(codex, server):
+    view = tuple(m for n in range(20) for m in (Message.user(f"Question {n}: " + "word " * 60),
+                                                 Message.assistant(f"Answer {n}: " + "more " * 60)))
+    server.script(Reply(Text("first")), Reply(Text("second")))
+
+    first = list(codex.stream(request("Turn one.", history=view)))
+    second = list(codex.stream(request("Turn two.", history=view + (Message.user("Turn one."),
+                                                                     Message.assistant("first")))))
+
+    assert [e for e in first if isinstance(e, Usage)][-1].cache_read == 0
+    reused = [e for e in second if isinstance(e, Usage)][-1]
+    assert reused.cache_read == server.model_calls[1].cache.cache_read > 0  # Codex's native count, as it came
+    assert reused.cache_read + reused.input == server.model_calls[1].cache.total
 
 
 def test_the_view_goes_in_as_items_and_codex_adds_nothing_of_its_own(codex, server):
