@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -147,8 +148,8 @@ def test_a_merge_waits_while_a_reply_waits_even_with_a_slot_free(tmp_path):
 class FakeCli(CliConnection):
     provider = "fakecli"
 
-    def __init__(self, mode: str, tmp_path: Path, timeout: float = 60.0) -> None:
-        super().__init__(sys.executable, timeout=timeout, state_dir=tmp_path / "state")
+    def __init__(self, mode: str, tmp_path: Path, timeout: float = 60.0, concurrency: int = 1) -> None:
+        super().__init__(sys.executable, timeout=timeout, concurrency=concurrency, state_dir=tmp_path / "state")
         self.mode = mode
 
     def argv(self, run, request):
@@ -197,7 +198,7 @@ def test_a_tool_call_parks_the_run_and_its_result_continues_the_same_process(tmp
         events = list(conn.stream(first))
         assert events == [TextDelta("Looking. "), ToolCall("toolu_fake_1", "zoom", {"id": 3}),
                           Usage(input=7, output=2), Stop("tool_use")]
-        pid = conn._run.proc.pid
+        (pid,) = conn.parked_pids()
         result = ToolResultBlock("toolu_fake_1", (TextBlock("user: amber-42"),
                                                   ImageBlock(b"png", "image/png")))
         later = Message("user", (result, TextBlock("[joined] also this")))
@@ -211,11 +212,31 @@ def test_a_tool_call_parks_the_run_and_its_result_continues_the_same_process(tmp
 def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afresh(tmp_path):
     with FakeCli("tool", tmp_path) as conn:
         list(conn.stream(request()))
-        parked = conn._run.proc.pid
+        (parked,) = conn.parked_pids()
         conn.mode = "reply"
         events = list(conn.stream(request(Message.user("something else"))))
         assert events[-1] == Stop("end_turn")
         assert wait_until(lambda: gone(parked))
+
+
+def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):
+    with FakeCli("tool", tmp_path, concurrency=2) as conn:  # the parked run holds its slot
+        first = request()
+        parked = {}
+
+        def turn() -> None:  # a turn runner's thread stops for its tool
+            parked["events"] = list(conn.stream(first))
+
+        thread = threading.Thread(target=turn)
+        thread.start()
+        thread.join()
+        conn.mode = "reply"
+        assert list(conn.stream(request(Message.user("a summary"))))[-1] == Stop("end_turn")  # a compactor
+        assert len(conn.parked_pids()) == 1
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        events = list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+        assert "got: user: amber-42" in "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert conn.parked_pids() == []
 
 
 def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from claude_world import MODEL, TOKEN, claude_binary, claude_env, fake, login_env  # noqa: F401 - fixtures
+from claude_world import MODEL, claude_binary, claude_env, fake, login_env  # noqa: F401 - fixtures
 from cli_world import env, everchat  # noqa: F401 - fixture
 from everchat.actors.models import (
     ImageBlock,

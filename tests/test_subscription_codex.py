@@ -39,7 +39,8 @@ from everchat.actors.models import (
     Usage,
     connect_cli,
 )
-from everchat.actors.models._cli import Finished, Run, scrubbed_environment
+from everchat.actors.models._cli import scrubbed_environment
+from everchat.actors.models._cli_run import Finished, Run
 from everchat.actors.models._codex import CodexConnection, CodexDecoder
 from everchat.actors.models._codex_wire import CONFIG, history_items, login_problem, mcp_overrides, usage_between
 from everchat.tools.fakemodel import FakeModelServer, QuotaExceeded as QuotaFault, Reply, Text, Thinking
@@ -316,7 +317,7 @@ def test_the_recorded_zoom_call_is_answered_on_the_same_channel(tmp_path):
 
     out = replay.play(recorded("zoom"))
 
-    (asked,) = [o for o in out if type(o).__name__ == "_BridgeCall"]
+    (asked,) = [o for o in out if type(o).__name__ == "BridgeCall"]
     assert (asked.name, asked.arguments) == ("zoom", {"id": "s12"})
     asked.reply([TextBlock("s12: the answer is 42")], False)
     answer = replay.sent[-1]

@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _codex_wire as wire
-from ._cli import CliConnection, Decoder, Finished, Run, asked_tool
+from ._cli import CliConnection
+from ._cli_run import Decoder, Finished, Run, asked_tool
 from ._errors import ModelError, NotLoggedIn, ProtocolError, Unreachable
 from ._types import ImageBlock, Request, TextBlock, TextDelta, ThinkingDelta, ToolResultBlock
 
