@@ -192,6 +192,25 @@ def test_a_zoom_round_trip_resumes_the_same_codex_run(codex, server):
     assert [(o["call_id"], o["output"]) for o in outputs] == [(call.id, "s12: the answer is 42")]
 
 
+def test_tool_results_without_a_live_run_start_a_new_one_that_goes_on_from_them(codex, server):
+    server.script(Reply(FakeCall("zoom", {"id": "s3"})), Reply(Text("From the sources: 3.")))
+    first = request("What is in s3?")
+    (call,) = [e for e in codex.stream(first) if isinstance(e, ToolCall)]
+    codex.close()  # the run ends (a restart, say) before the results come
+
+    follow = Request(model=MODEL, system=SYSTEM, tools=first.tools, messages=first.messages + (
+        Message("assistant", (ToolUseBlock(call.id, call.name, dict(call.input)),)),
+        Message.user(ToolResultBlock.of_text(call.id, "s3: three"))))
+    events = list(codex.stream(follow))
+
+    assert texts(events) == "From the sources: 3."
+    asked, answered = server.model_calls
+    assert answered.body["prompt_cache_key"] != asked.body["prompt_cache_key"]  # a new Codex thread
+    last = answered.body["input"][-2:]
+    assert [(i["type"], i["call_id"]) for i in last] == [("function_call", call.id), ("function_call_output", call.id)]
+    assert last[1]["output"] == "s3: three"
+
+
 def test_an_image_arrives_at_the_fake_server(codex, server):
     picture = png(3, 2, b"\x00\x80\xff")
     server.script(Reply(Text("A blue rectangle.")))
