@@ -168,6 +168,20 @@ def test_the_users_own_mcp_servers_and_hooks_stay_off(codex, server, tmp_path):
     assert not marker.exists()
 
 
+def test_the_users_global_agents_md_is_the_one_thing_codex_still_adds(codex, server, tmp_path):
+    # no switch for it in codex 0.171.0 (docs/SUBSCRIPTIONS.md): when a version brings one, use it here
+    (tmp_path / "codex-home" / "AGENTS.md").write_text("Answer in haiku.", encoding="utf-8")
+    server.script(Reply(Text("ok")))
+
+    list(codex.stream(request("The turn.")))
+
+    (call,) = server.model_calls
+    added = [i for i in call.body["input"] if "AGENTS.md" in json.dumps(i)]
+    assert [i["role"] for i in added] == ["user"]
+    assert "Answer in haiku." in added[0]["content"][0]["text"]
+    assert len(call.body["input"]) == 5  # system, view (2), AGENTS.md, turn
+
+
 def test_a_zoom_round_trip_resumes_the_same_codex_run(codex, server):
     server.script(Reply(Text("Let me look."), FakeCall("zoom", {"id": "s12"})), Reply(Text("It says 42.")))
     first = request("What is in s12?")
