@@ -245,7 +245,7 @@ class CodexDecoder(Decoder):
         if status == "interrupted":
             return [Finished("end_turn", incomplete=True)]
         error = turn.get("error") or self.failure or {}
-        cls, advice = wire.error_class(error, NotLoggedIn)
+        cls, advice = wire.error_class(error)
         return [self._error(cls, advice, wire.error_detail(error))]
 
     def _server_request(self, message: dict[str, Any]) -> list[Any]:

@@ -30,6 +30,7 @@ from ._errors import (
     BadRequest,
     ModelError,
     ModelNotFound,
+    NotLoggedIn,
     Overloaded,
     ProtocolError,
     QuotaExceeded,
@@ -44,24 +45,23 @@ from ._types import (
     Message,
     Request,
     TextBlock,
-    ThinkingBlock,
     ToolResultBlock,
     ToolSpec,
-    ToolUseBlock,
     Usage,
 )
 
 __all__ = [
     "CONFIG",
-    "CodexError",
     "NOT_LOGGED_IN",
     "Split",
     "codex_effort",
     "config_args",
     "error_class",
+    "error_detail",
     "history_items",
     "login_problem",
     "mcp_overrides",
+    "parse_line",
     "split",
     "thread_params",
     "tool_response",
@@ -264,11 +264,6 @@ def usage_between(total: Mapping[str, Any] | None, before: Mapping[str, Any] | N
                  cache_read=cached, cache_write=written)
 
 
-class CodexError(Exception):
-    """An error Codex reported (an ``error`` notification or a failed turn), before it
-    becomes a `ModelError`."""
-
-
 _BY_INFO: dict[str, tuple[type[ModelError], str]] = {
     "usageLimitExceeded": (QuotaExceeded, "the ChatGPT plan's Codex usage limit is reached: wait until it resets "
                                           "or change the plan (no fallback to API billing)"),
@@ -287,13 +282,13 @@ _BY_INFO: dict[str, tuple[type[ModelError], str]] = {
 }
 
 
-def error_class(error: Mapping[str, Any], not_logged_in: type[ModelError]) -> tuple[type[ModelError], str]:
+def error_class(error: Mapping[str, Any]) -> tuple[type[ModelError], str]:
     """The `ModelError` class and advice for a Codex ``TurnError`` object (its `message`,
     `codexErrorInfo`, `additionalDetails`)."""
     info = error.get("codexErrorInfo")
     if isinstance(info, str):
         if info == "unauthorized":
-            return not_logged_in, NOT_LOGGED_IN
+            return NotLoggedIn, NOT_LOGGED_IN
         if info in _BY_INFO:
             return _BY_INFO[info]
     status = None
@@ -302,7 +297,7 @@ def error_class(error: Mapping[str, Any], not_logged_in: type[ModelError]) -> tu
         if isinstance(inner, Mapping):
             status = inner.get("httpStatusCode")
     if status in (401, 403):
-        return not_logged_in, NOT_LOGGED_IN
+        return NotLoggedIn, NOT_LOGGED_IN
     if status == 429:
         return RateLimited, "Codex is rate limited; try again later"
     if isinstance(status, int) and status >= 500:
