@@ -20,13 +20,17 @@ import pytest
 
 from codex_world import MODEL, api_key_home, chatgpt_home, codex_executable, fake_home, png, recorded
 from everchat.actors.models import (
+    BadRequest,
     ImageBlock,
     Message,
     ModelError,
     ModelTimeout,
     NotLoggedIn,
+    ProtocolError,
     QuotaExceeded,
+    RateLimited,
     Request,
+    ServerError,
     Stop,
     TextBlock,
     TextDelta,
@@ -42,7 +46,14 @@ from everchat.actors.models import (
 from everchat.actors.models._cli import scrubbed_environment
 from everchat.actors.models._cli_run import Finished, Run
 from everchat.actors.models._codex import CodexConnection, CodexDecoder
-from everchat.actors.models._codex_wire import CONFIG, history_items, login_problem, mcp_overrides, usage_between
+from everchat.actors.models._codex_wire import (
+    CONFIG,
+    error_class,
+    history_items,
+    login_problem,
+    mcp_overrides,
+    usage_between,
+)
 from everchat.tools.fakemodel import FakeModelServer, QuotaExceeded as QuotaFault, Reply, Text, Thinking
 from everchat.tools.fakemodel import ToolCall as FakeCall
 
@@ -204,6 +215,29 @@ def test_a_zoom_round_trip_resumes_the_same_codex_run(codex, server):
     assert answered.body["prompt_cache_key"] == asked.body["prompt_cache_key"]  # the same Codex thread
     outputs = [i for i in answered.body["input"] if i.get("type") == "function_call_output"]
     assert [(o["call_id"], o["output"]) for o in outputs] == [(call.id, "s12: the answer is 42")]
+
+
+def test_two_calls_in_one_message_are_answered_text_and_images_in_one_run(codex, server):
+    server.script(Reply(FakeCall("zoom", {"id": "s1"}), FakeCall("date", {})), Reply(Text("Both read.")))
+    picture = png()
+    messages = request("Zoom and date, please.").messages
+    events: list[object] = []
+    for _ in range(3):  # Codex runs both at once; they may reach us together or one after the other
+        events = list(codex.stream(Request(model=MODEL, system=SYSTEM, messages=messages, tools=(ZOOM, DATE))))
+        calls = [e for e in events if isinstance(e, ToolCall)]
+        if not calls:
+            break
+        messages += (Message("assistant", tuple(ToolUseBlock(c.id, c.name, dict(c.input)) for c in calls)),
+                     Message.user(*(ToolResultBlock(c.id, (TextBlock(f"{c.name} done"), ImageBlock(picture, "image/png")))
+                                    for c in calls)))
+
+    assert texts(events) == "Both read."
+    asked, answered = server.model_calls
+    outputs = {o["call_id"]: o["output"] for o in answered.body["input"] if o.get("type") == "function_call_output"}
+    assert sorted(part["text"] for output in outputs.values() for part in output if part["type"] == "input_text") == [
+        "date done", "zoom done"]
+    image = "data:image/png;base64," + base64.b64encode(picture).decode()
+    assert all(any(part.get("image_url") == image for part in output) for output in outputs.values())
 
 
 def test_tool_results_without_a_live_run_start_a_new_one_that_goes_on_from_them(codex, server):
@@ -405,6 +439,21 @@ def test_a_chatgpt_account_may_run_and_others_may_not():
     assert login_problem({"requiresOpenaiAuth": False, "account": None}) is None  # a custom provider
     assert "not logged in" in login_problem({"requiresOpenaiAuth": True, "account": None})
     assert "API key" in login_problem({"requiresOpenaiAuth": True, "account": {"type": "apiKey"}})
+
+
+@pytest.mark.parametrize("info, cls", [
+    ("usageLimitExceeded", QuotaExceeded),
+    ("unauthorized", NotLoggedIn),
+    ({"httpConnectionFailed": {"httpStatusCode": 401}}, NotLoggedIn),
+    ({"responseStreamDisconnected": {"httpStatusCode": 429}}, RateLimited),
+    ({"responseStreamConnectionFailed": {"httpStatusCode": 502}}, ServerError),
+    ({"responseStreamDisconnected": {"httpStatusCode": None}}, Unreachable),
+    ("contextWindowExceeded", BadRequest),
+    ("other", ProtocolError),
+], ids=["usage-limit", "unauthorized", "http-401", "http-429", "http-502", "no-connection", "context", "other"])
+def test_codex_error_kinds_map_to_our_classes(info, cls):
+    # CodexErrorInfo from `codex app-server generate-json-schema` (ErrorNotification)
+    assert error_class({"message": "m", "codexErrorInfo": info})[0] is cls
 
 
 def test_usage_counts_the_stretch_and_excludes_cached_input():

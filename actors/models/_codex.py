@@ -15,13 +15,15 @@ counts come cumulative in ``thread/tokenUsage/updated`` and are reported as the 
 each stretch of the run. When the model calls one of our tools Codex sends the request
 ``item/tool/call`` and waits for its answer: the base (`_cli.CliConnection`) yields the
 `ToolCall` and `Stop("tool_use")`, the caller runs the tool, and its results answer that
-request in the same process. Codex runs calls of one message one by one here, so a
-message with two calls stops twice.
+request in the same process. Codex runs the calls of one message at once: those that
+reach us together stop once, a later one stops again.
 
 Nothing of Codex's own reaches the model: its shell, file, web, image, plan, goal,
 agent, app, plugin, hook and skill tools are off, and so are its environment and
-permission notes and the MCP servers of the user's own config (see `_codex_wire`). The child keeps CODEX_HOME (the login lives there);
-every API-key variable is removed by the base.
+permission notes and the MCP servers of the user's own config (see `_codex_wire`); the
+one exception is the user's global CODEX_HOME/AGENTS.md, which Codex 0.171.0 cannot be
+told to leave out (docs/SUBSCRIPTIONS.md). The child keeps CODEX_HOME (the login lives
+there); every API-key variable is removed by the base.
 """
 
 from __future__ import annotations
