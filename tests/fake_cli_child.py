@@ -1,7 +1,7 @@
 """A stand-in for a subscription CLI, for tests/test_cli_bridge.py: speaks Claude Code's
 stream-json output and reaches our tools through the real MCP bridge, like `claude` does.
 
-    python fake_cli_child.py FOLDER MODE     (MODE: reply, tool, hang, garbage, exit)
+    python fake_cli_child.py FOLDER MODE     (MODE: reply, tool, stubborn, hang, garbage, exit)
 """
 
 import json
@@ -41,7 +41,7 @@ if mode == "reply":
         text(piece)
     end()
     result()
-elif mode == "tool":
+elif mode in ("tool", "stubborn"):
     bridge = subprocess.Popen([sys.executable, "-m", "everchat.actors.models._mcp_bridge", folder],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -57,6 +57,8 @@ elif mode == "tool":
     end()
     answer = rpc(3, "tools/call", {"name": "zoom", "arguments": {"id": 3},
                                    "_meta": {"claudecode/toolUseId": "toolu_fake_1"}})["result"]
+    if mode == "stubborn":  # never ends by itself: only the bridge's lifeline ends it
+        time.sleep(600)
     end = message("end_turn", {"input_tokens": 9, "output_tokens": 4})
     text(f"tools={[t['name'] for t in tools]} error={answer['isError']} got: ")
     text(" | ".join(p.get("text", p.get("mimeType", "")) for p in answer["content"]))

@@ -8,13 +8,17 @@ import base64
 import fcntl
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from everchat.actors.models import (
     CliMissing,
@@ -176,15 +180,6 @@ def gone(pid: int) -> bool:
     return status.exists() and "\nState:\tZ" in status.read_text()
 
 
-def wait_until(condition, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 def test_a_fake_cli_reply_streams_with_its_usage(tmp_path):
     with FakeCli("reply", tmp_path) as conn:
         events = list(conn.stream(request()))
@@ -206,7 +201,7 @@ def test_a_tool_call_parks_the_run_and_its_result_continues_the_same_process(tmp
         assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
             "tools=['zoom', 'date'] error=False got: user: amber-42 | image/png | [joined] also this")
         assert events[-2:] == [Usage(input=9, output=4), Stop("end_turn")]
-        assert wait_until(lambda: gone(pid))  # the run ended with its answer
+        wait_until(lambda: gone(pid), 30, "the run ends with its answer")
 
 
 def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afresh(tmp_path):
@@ -216,7 +211,7 @@ def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afre
         conn.mode = "reply"
         events = list(conn.stream(request(Message.user("something else"))))
         assert events[-1] == Stop("end_turn")
-        assert wait_until(lambda: gone(parked))
+        wait_until(lambda: gone(parked), 30, "the stale run ends")
 
 
 def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):
@@ -249,7 +244,7 @@ def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch
                 events.append(event)
     assert events == [TextDelta("Thinking about it")]
     child, grandchild = map(int, pids.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), 30, "the CLI and what it started end")
 
 
 def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
@@ -260,7 +255,28 @@ def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
     assert next(stream) == TextDelta("Thinking about it")
     stream.close()  # R37: the person stopped the reply
     child, grandchild = map(int, pids.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), 30, "the CLI and what it started end")
+
+
+def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
+    """The bridge's lifeline: no prctl needed, so this holds on macOS too."""
+    runs = Path(tempfile.mkdtemp(prefix="ec"))  # the owner's temp dir: short, for the socket's path
+    owner = subprocess.Popen([sys.executable, str(Path(__file__).parent / "cli_owner_child.py"), str(tmp_path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(runs)})
+    cli = int(owner.stdout.readline())
+    try:
+        assert not gone(cli) and len(list(runs.iterdir())) == 1
+        owner.kill()  # SIGKILL: no atexit, no finally
+        owner.wait()
+        wait_until(lambda: gone(cli), 30, "the CLI ends with its owner")
+        wait_until(lambda: not list(runs.iterdir()), 30, "its folder goes")
+    finally:
+        owner.kill()
+        owner.wait()
+        if not gone(cli):
+            os.killpg(cli, signal.SIGKILL)  # the test failed: leave nothing behind
+        shutil.rmtree(runs, ignore_errors=True)
 
 
 def test_output_that_is_not_json_is_a_protocol_error(tmp_path):
@@ -278,3 +294,35 @@ def test_a_missing_executable_reads_clearly(tmp_path):
     conn.executable = str(tmp_path / "no-such-cli")
     with pytest.raises(CliMissing, match="--cli-executable"):
         list(conn.stream(request()))
+
+
+def test_the_fake_server_tells_which_images_a_request_carried_in_either_vendors_shape():
+    from everchat.tools.fakemodel import Exchange
+
+    png = base64.b64encode(b"png-bytes").decode()
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+        {"type": "tool_result", "content": [{"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{png}"}}]},
+        {"type": "input_image", "image_url": f"data:image/webp;base64,{png}"}]}]}
+    exchange = Exchange(1, "anthropic", "POST", "/v1/messages", {}, body, 0.0, 0.0)
+    assert exchange.images() == [("image/png", b"png-bytes"), ("image/jpeg", b"png-bytes"),
+                                 ("image/webp", b"png-bytes")]
+
+
+def test_claude_code_thinks_only_with_an_effort_and_within_half_the_output_limit(tmp_path, monkeypatch):
+    from everchat.actors.models import ClaudeCodeConnection
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-paid")
+    conn = ClaudeCodeConnection("claude", state_dir=tmp_path)
+    base = Request(model="m", system="s", messages=(Message.user("x"),), max_tokens=8192)
+
+    def env(**changes):
+        return conn.environment(None, replace(base, **changes))
+
+    assert env()["MAX_THINKING_TOKENS"] == "0"  # no effort: no thinking, as on the API path
+    assert env(effort="none")["MAX_THINKING_TOKENS"] == "0"
+    assert env(effort="high")["MAX_THINKING_TOKENS"] == "4096"
+    assert env(effort="high", max_tokens=1024)["MAX_THINKING_TOKENS"] == "0"  # no room for the API's minimum
+    assert env()["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "8192"
+    assert "ANTHROPIC_API_KEY" not in env()

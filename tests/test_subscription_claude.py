@@ -78,8 +78,7 @@ def test_r9_an_image_goes_through_claude_codes_own_image_input(connection, fake)
     reply = connection.complete(ask("What is in this picture?", ImageBlock(PNG, "image/png")))
     assert reply.text == "A single pixel."
     (call,) = fake.model_calls
-    images = [b for m in call.body["messages"] for b in m["content"] if isinstance(b, dict) and b["type"] == "image"]
-    assert [base64.b64decode(i["source"]["data"]) for i in images] == [PNG]
+    assert call.images() == [("image/png", PNG)]
 
 
 def test_a_slow_answer_ends_in_a_timeout_that_names_the_flag(claude_env, fake, tmp_path):
@@ -143,3 +142,14 @@ def test_everchat_ask_through_the_claude_subscription_streams_a_reply(env, tmp_p
     assert done.returncode == 0, done.stderr
     assert "Hello from the subscription, in pieces." in done.stdout
     assert all("x-api-key" not in call.headers for call in fake.model_calls)
+
+
+def test_r23_the_cli_cache_bench_reads_every_turns_view_through_claude_code():
+    from everchat.tools.bench import bench_cache_cli
+
+    rows = {row["kind"]: row for row in bench_cache_cli.run("claudecode", turns=3, lines=60,
+                                                             claude=claude_binary())}
+    turns, compactions = rows["turns"], rows["compactions"]
+    assert (turns["requests"], compactions["requests"]) == (4, 7)  # one zoom round; 6 leaves and a merge
+    assert turns["ratio"] == 1.0  # a turn after a turn reads all the perfect cache could
+    assert compactions["ratio"] > 0.95 and compactions["cache_read"] > 0

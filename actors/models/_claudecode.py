@@ -50,6 +50,7 @@ MAX_MARKS = 1
 """Our marks in a run's message. Claude Code marks two system blocks and the last block of
 the conversation itself, on every model call of a run, and leaves earlier marks in place:
 a fourth of ours would break the API's limit of four once a tool result comes back."""
+_MIN_BUDGET = 1024  # the API's smallest thinking budget
 _EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 
 
@@ -84,8 +85,7 @@ class ClaudeCodeConnection(CliConnection):
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(request.max_tokens)
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"  # no update checks or telemetry
         env["DISABLE_AUTOUPDATER"] = "1"
-        if self.effort_for(request) == "none":
-            env["MAX_THINKING_TOKENS"] = "0"
+        env["MAX_THINKING_TOKENS"] = str(_thinking_budget(self.effort_for(request), request.max_tokens))
         return env
 
     def working_folder(self, run: Run) -> Path:
@@ -98,6 +98,15 @@ class ClaudeCodeConnection(CliConnection):
 
     def decoder(self, request: Request) -> Decoder:
         return ClaudeDecoder(self.provider, request.model)
+
+
+def _thinking_budget(effort: str | None, max_tokens: int) -> int:
+    """Thinking as on the API path: only with an effort other than "none" (Claude Code would
+    think by default), and within half the output limit; none when that leaves no room for
+    the API's 1,024-token minimum (a compaction's small limit)."""
+    if effort in (None, "none") or max_tokens < 2 * _MIN_BUDGET:
+        return 0
+    return max_tokens // 2
 
 
 # --- the request as one user message ----------------------------------------------------
@@ -113,8 +122,9 @@ def _image(block: ImageBlock) -> dict[str, Any]:
 
 
 def _blocks(message: Message) -> list[tuple[dict[str, Any], bool]]:
-    """(content block, cache mark) pairs for one message of the conversation. The first
-    user message goes as it is; later ones are labelled, since one user message carries all."""
+    """(content block, cache mark) pairs for one message of the conversation. User blocks go
+    as they are (tool results as text); an assistant's answers and calls are labelled, since
+    one user message carries the whole conversation."""
     out: list[tuple[dict[str, Any], bool]] = []
     if message.role == "assistant":
         for block in message.content:

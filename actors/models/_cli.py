@@ -275,7 +275,7 @@ class CliConnection(Connection):
                 raise ModelTimeout(f"no complete answer within {self.timeout:g} s (--cli-timeout)",
                                    provider=self.provider, model=request.model)
             try:
-                item = run.items.get(timeout=left)
+                item = run.held.pop(0) if run.held else run.items.get(timeout=left)
             except queue.Empty:
                 continue
             if isinstance(item, (TextDelta, ThinkingDelta)):
@@ -299,9 +299,9 @@ class CliConnection(Connection):
             elif isinstance(item, Closed):
                 raise ProtocolError(_exit_text(run), provider=self.provider, model=request.model)
 
-
     def _tool_calls(self, run: Run, first: BridgeCall) -> Iterator[Event]:
-        later: list[Any] = []
+        """The calls already waiting, the first one included; anything else read on the way
+        is held, in order, for after the results."""
         call: Any = first
         while True:
             if isinstance(call, BridgeCall):
@@ -310,13 +310,11 @@ class CliConnection(Connection):
             elif isinstance(call, Usage):
                 run.usage = _add(run.usage, call)
             else:
-                later.append(call)  # read after the results come back
+                run.held.append(call)
             try:
                 call = run.items.get_nowait()
             except queue.Empty:
-                break
-        for item in later:
-            run.items.put(item)
+                return
 
 
 def _add(a: Usage, b: Usage) -> Usage:

@@ -113,6 +113,7 @@ class Run:
     stderr: list[str] = field(default_factory=list)
     ended: bool = False
     parked: bool = False  # stopped for tool results: kept for the next request
+    held: list = field(default_factory=list)  # items read past a tool call, first out next time
 
     def socket_path(self) -> str:
         return str(self.folder / SOCKET_NAME)

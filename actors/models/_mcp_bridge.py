@@ -7,14 +7,16 @@ forwarded over the socket as one JSON line and blocks until the connection sends
 result line back, so the CLI waits while our caller runs the tool.
 
 It also keeps one "lifeline" connection to the socket: when it closes (the connection
-ended the run, or its process died), this bridge kills its own process group, which is
-the CLI's (portable: no prctl needed, macOS included), so no run outlives its owner.
+ended the run, or its process died), this bridge removes the run's folder and kills its
+own process group, which is the CLI's (portable: no prctl needed, macOS included), so no
+run outlives its owner.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -53,6 +55,7 @@ def _lifeline(folder: str) -> None:
         sock.recv(1)  # returns b"" when the owner closes its end or dies
     except OSError:
         pass
+    shutil.rmtree(folder, ignore_errors=True)  # the run's folder: its owner may be gone
     if os.getppid() == _PARENT:  # the CLI, in case it gave its MCP servers a group of their own
         os.kill(_PARENT, signal.SIGKILL)
     os.killpg(os.getpgid(0), signal.SIGKILL)

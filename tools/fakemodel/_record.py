@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -56,6 +57,35 @@ class Exchange:
     @property
     def is_model_call(self) -> bool:
         return self.api in ("anthropic", "responses", "chat")
+
+    def images(self) -> list[tuple[str, bytes]]:
+        """(media type, bytes) of every image the request carried, in order: Anthropic image
+        blocks (tool results' too) and OpenAI data-URL images (Responses `input_image`, Chat
+        `image_url`). Empty once the body was dropped (`record_bodies=False`)."""
+        found: list[tuple[str, bytes]] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, list):
+                for item in node:
+                    walk(item)
+                return
+            if not isinstance(node, dict):
+                return
+            source = node.get("source")
+            if node.get("type") == "image" and isinstance(source, dict) and source.get("type") == "base64":
+                found.append((str(source.get("media_type", "")), base64.b64decode(source.get("data", ""))))
+                return
+            url = node.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+                head, data = url[5:].split(";base64,", 1)
+                found.append((head, base64.b64decode(data)))
+                return
+            for value in node.values():
+                walk(value)
+
+        walk(self.body)
+        return found
 
     def overlaps(self, other: Exchange) -> bool:
         """Whether the two were in flight at the same time (wall time)."""
