@@ -48,7 +48,7 @@ class Finished:
 class Decoder:
     """Turns the CLI's output, one line at a time, into events (`TextDelta`, `ThinkingDelta`,
     `Usage` per model message: the run sums them), `Finished`, or a `ModelError` *instance*
-    to raise. Tool calls do not come from here but from the bridge. `end` is called once when the output closes, with the exit code and stderr."""
+    to raise. Tool calls come from the bridge, or from here as `asked_tool` items for a CLI that asks on its own channel (Codex). `end` is called once when the output closes, with the exit code and stderr."""
 
     def feed(self, line: str) -> Iterable[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
