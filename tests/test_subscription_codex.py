@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 
 import pytest
+
+from polling import wait_until
 
 from codex_world import MODEL, api_key_home, chatgpt_home, codex_executable, fake_home, png, recorded
 from everchat.actors.models import (
@@ -44,7 +47,7 @@ from everchat.actors.models import (
     connect_cli,
 )
 from everchat.actors.models._cli import scrubbed_environment
-from everchat.actors.models._cli_run import Finished, Run
+from everchat.actors.models._cli_run import LIVE, Finished, Run
 from everchat.actors.models._codex import CodexConnection, CodexDecoder
 from everchat.actors.models._codex_wire import (
     CONFIG,
@@ -54,7 +57,7 @@ from everchat.actors.models._codex_wire import (
     mcp_overrides,
     usage_between,
 )
-from everchat.tools.fakemodel import FakeModelServer, QuotaExceeded as QuotaFault, Reply, Text, Thinking
+from everchat.tools.fakemodel import FakeModelServer, Latency, QuotaExceeded as QuotaFault, Reply, Text, Thinking
 from everchat.tools.fakemodel import ToolCall as FakeCall
 
 ZOOM = ToolSpec("zoom", "Read a summary's sources.", {"type": "object", "properties": {"id": {"type": "string"}}})
@@ -284,6 +287,30 @@ def test_a_timeout_reads_clearly(server, tmp_path, monkeypatch):
         connection.close()
         gate.open()
     assert str(caught.value) == f"codex {MODEL}: no complete answer within 5 s (--cli-timeout)"
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_stopped_reply_ends_the_codex_process_group(codex, server):
+    server.latency = Latency(per_chunk=2.0)  # room to stop between the pieces; nothing waits on it
+    server.script(Reply(Text("Hello, world.", chunks=("Hello, ", "world."))))
+    stream = codex.stream(request("Say hello."))
+    try:
+        assert next(stream) == TextDelta("Hello, ")
+        (run,) = [r for r in LIVE if not r.ended]
+        stream.close()  # R37: the person stopped the reply
+
+        wait_until(lambda: _group_gone(run.proc.pid), 30, "codex and what it started end")
+        assert not run.folder.exists()
+    finally:
+        server.latency = Latency()
+        assert server.wait_idle(30)
 
 
 def test_a_quota_error_reads_clearly(codex, server):
