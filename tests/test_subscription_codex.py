@@ -456,6 +456,28 @@ def test_the_recorded_logins_read_clearly_and_start_no_thread(tmp_path, name, cl
     assert "thread/start" not in replay.methods()
 
 
+def test_a_line_that_is_not_json_is_a_protocol_error(tmp_path):
+    replay = Replay(tmp_path, request("Say hello."))
+
+    with pytest.raises(ProtocolError) as caught:
+        replay.play(["Error: something broke"])
+
+    assert str(caught.value) == ("codex: codex app-server printed a line that is not JSON (Expecting value): "
+                                 "'Error: something broke'")
+
+
+def test_a_refused_step_is_a_protocol_error_naming_it(tmp_path):
+    replay = Replay(tmp_path, request("Say hello."))
+    lines = recorded("reply")
+    start = next(n for n, line in enumerate(lines) if json.loads(line).get("id") == 2)  # thread/start's answer
+    refused = json.dumps({"id": 2, "error": {"code": -32600, "message": "invalid thread params"}})
+
+    out = replay.play(lines[:start] + [refused])
+
+    assert isinstance(out[-1], ProtocolError)
+    assert str(out[-1]) == f"codex {MODEL}: codex app-server refused thread/start (invalid thread params)"
+
+
 # --- the pure parts ---------------------------------------------------------------------------
 
 
