@@ -75,6 +75,14 @@ def test_a_recorded_claude_code_reply_decodes_into_thinking_text_usage_and_its_e
     assert items[-1] == Finished("end_turn")
 
 
+def test_a_recorded_tool_round_decodes_text_and_usage_per_message_and_leaves_the_call_to_the_bridge():
+    items = decode("claude_code_tool.jsonl")  # the real binary calling zoom through our bridge
+    assert "".join(i.text for i in items if isinstance(i, TextDelta)) == "Let me look.It was amber-42."
+    assert len([i for i in items if isinstance(i, Usage)]) == 2  # one per model message
+    assert not [i for i in items if isinstance(i, Exception)]
+    assert items[-1] == Finished("end_turn")
+
+
 def test_a_recorded_usage_limit_reads_as_quota_with_its_reset_time():
     (error,) = [i for i in decode("claude_code_quota.jsonl") if isinstance(i, Exception)]
     assert isinstance(error, QuotaExceeded)

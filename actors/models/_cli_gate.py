@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 
@@ -28,11 +29,14 @@ class Slot:
     def __init__(self, fd: int, index: int) -> None:
         self._fd: int | None = fd
         self.index = index
+        self._lock = threading.Lock()
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
+        """Free the slot; again is nothing (a run may be ended by two threads at once)."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
 
     def __enter__(self) -> Slot:
         return self

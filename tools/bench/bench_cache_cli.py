@@ -28,6 +28,7 @@ import os
 import tempfile
 import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -43,8 +44,7 @@ from everchat.actors.models import (
     connect_cli,
 )
 from everchat.actors.prompt import Prompt, turn_header, view_blocks
-from everchat.tools.fakemodel import CacheStats, FakeModelServer, Reply, Text, ToolCall
-from everchat.tools.fakemodel._record import Exchange
+from everchat.tools.fakemodel import CacheStats, Exchange, FakeModelServer, Reply, Text, ToolCall
 
 __all__ = ["main", "replay", "figures"]
 
@@ -53,6 +53,7 @@ CLAUDE = ROOT / "tools" / "clis" / "node_modules" / ".bin" / "claude"
 TOKEN = "sk-ant-oat01-everchat-bench-login"
 MODEL = "claude-sonnet-4-5"
 KINDS = ("turn", "compaction")
+_NOON = datetime(2026, 12, 4, 12, 0).astimezone()  # every turn's header the same day and time
 
 
 def _words(seed: str, size: int) -> str:
@@ -139,9 +140,6 @@ def replay(connection: Connection, server: FakeModelServer, turns: int, lines: i
                  lambda sent, reply: None)
         view = view + added
     return kinds
-
-
-_NOON = __import__("datetime").datetime(2026, 12, 4, 12, 0).astimezone()
 
 
 def figures(path: str, kinds: dict[str, list[Exchange]]) -> list[dict]:
