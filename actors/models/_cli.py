@@ -51,6 +51,7 @@ from ._cli_run import (
     continuation,
     read_output,
     read_stderr,
+    writer,
 )
 from ._errors import CliMissing, ModelError, ModelTimeout, ProtocolError
 from ._mcp_bridge import TOOLS_NAME
@@ -259,8 +260,9 @@ class CliConnection(Connection):
                                  f"--cli-executable at it", provider=self.provider, model=request.model) from None
             errors = threading.Thread(target=read_stderr, args=(run,), daemon=True, name="cli-stderr")
             errors.start()
-            threading.Thread(target=read_output, args=(run, self.decoder(request), errors), daemon=True,
-                             name="cli-output").start()
+            decoder = self.decoder(request)
+            decoder.attach(run, writer(run))
+            threading.Thread(target=read_output, args=(run, decoder, errors), daemon=True, name="cli-output").start()
             assert run.proc.stdin is not None
             try:
                 run.proc.stdin.write(self.opening(run, request))

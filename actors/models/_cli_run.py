@@ -20,7 +20,7 @@ import socket
 import subprocess
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from ._mcp_bridge import SOCKET_NAME
 from ._types import ImageBlock, Message, Request, TextBlock, ToolResultBlock, Usage
 
 __all__ = ["Decoder", "Finished", "Run", "answer", "continuation", "read_output", "read_stderr", "accept", "BridgeCall",
+           "asked_tool", "writer",
            "Closed", "LIVE"]
 
 
@@ -47,13 +48,18 @@ class Finished:
 class Decoder:
     """Turns the CLI's output, one line at a time, into events (`TextDelta`, `ThinkingDelta`,
     `Usage` per model message: the run sums them), `Finished`, or a `ModelError` *instance*
-    to raise. Tool calls do not come from here but from the bridge. `end` is called once when the output closes, with the exit code and stderr."""
+    to raise. Tool calls come from the bridge, or from here as `asked_tool` items for a CLI that asks on its own channel (Codex). `end` is called once when the output closes, with the exit code and stderr."""
 
     def feed(self, line: str) -> Iterable[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def end(self, returncode: int | None, stderr: str) -> Iterable[Any]:
         return ()
+
+    def attach(self, run: Run, write: Callable[[bytes], None]) -> None:
+        """Called once the CLI started, before its output is read: `write` sends bytes to its
+        stdin (thread-safe). For a CLI that converses: Codex's app server answers requests
+        and asks for our tools on its own channel (see `asked_tool`)."""
 
 
 # --- one run of the CLI ------------------------------------------------------------------
@@ -64,7 +70,16 @@ class BridgeCall:
     id: str
     name: str
     arguments: dict[str, Any]
-    sock: socket.socket
+    sock: socket.socket | None
+    reply: Callable[[list[TextBlock | ImageBlock], bool], None] | None = None  # see asked_tool
+
+
+def asked_tool(call_id: str, name: str, arguments: dict[str, Any],
+               reply: Callable[[list[TextBlock | ImageBlock], bool], None]) -> BridgeCall:
+    """A tool call a decoder read from the CLI's own output instead of the bridge (Codex's
+    dynamic tools): the run stops for it like a bridge call, and `reply(parts, is_error)`
+    answers it with the result's blocks."""
+    return BridgeCall(call_id, name, arguments, None, reply)
 
 
 @dataclass
@@ -111,7 +126,8 @@ class Run:
             return
         self.ended = True
         for call in self.pending.values():
-            _close_quietly(call.sock)
+            if call.sock is not None:
+                _close_quietly(call.sock)
         self.pending.clear()
         for sock in self.lifelines:
             _close_quietly(sock)
@@ -184,6 +200,10 @@ def answer(run: Run, results: list[ToolResultBlock] | None, last: Message) -> No
     for n, result in enumerate(results):
         call = run.pending.pop(result.tool_use_id)
         parts = list(result.content) + (extra if n == len(results) - 1 else [])
+        if call.reply is not None:
+            call.reply(parts, result.is_error)
+            continue
+        assert call.sock is not None
         content = [_mcp_part(p) for p in parts] or [{"type": "text", "text": "(empty)"}]
         line = json.dumps({"content": content, "isError": result.is_error}).encode() + b"\n"
         try:
@@ -191,6 +211,22 @@ def answer(run: Run, results: list[ToolResultBlock] | None, last: Message) -> No
         except OSError:
             pass  # the CLI went away: its output tells
         _close_quietly(call.sock)
+
+
+def writer(run: Run) -> Callable[[bytes], None]:
+    """Writes to the run's stdin, one writer at a time; a CLI that went away is told by its output."""
+    lock = threading.Lock()
+
+    def write(data: bytes) -> None:
+        assert run.proc is not None and run.proc.stdin is not None
+        with lock:
+            try:
+                run.proc.stdin.write(data)
+                run.proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+
+    return write
 
 
 def _mcp_part(block: TextBlock | ImageBlock) -> dict[str, Any]:
