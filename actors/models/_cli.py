@@ -72,6 +72,8 @@ SCRUBBED = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY", "AZURE_OPENAI_API_KEY",
     "ANTHROPIC_FOUNDRY_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
     "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CODE_API_KEY_HELPER_TTL_MS", "ANTHROPIC_VERTEX_PROJECT_ID",
+    # Codex's Azure federation: a paid Azure OpenAI deployment, not the ChatGPT plan.
+    "AZURE_CLIENT_SECRET", "OPENAI_IDENTITY_TOKEN_FILE",
 )
 """Variables a paid API path reads (keys, tokens, cloud-provider switches). Every name
 ending in `_API_KEY` or `_AUTH_TOKEN` goes too; the CLI's own login (its credentials
