@@ -320,7 +320,12 @@ def test_an_unknown_key_gets_nothing_through_in_either_direction(tmp_path, caplo
             with pytest.raises(PeerLost):
                 stranger.tell("slow", Built(0, 0, "", "stranger"))
             dealer, dealer_monitor = stranger_socket(zmq.DEALER, address.requests, address.server_key)
-            dealer.send(wire.request_frame(wire.TELL, 0, "slow", "raw", None, Built(0, 1, "", "raw")))
+            # Not blocking: once the handshake failed the DEALER has no pipe, and a plain send
+            # would wait forever (CI hung here); a frame it could not even queue gets through less.
+            try:
+                dealer.send(wire.request_frame(wire.TELL, 0, "slow", "raw", None, Built(0, 1, "", "raw")), zmq.NOBLOCK)
+            except zmq.Again:
+                pass
             assert wait_handshake(dealer_monitor) == zmq.EVENT_HANDSHAKE_FAILED_AUTH
 
             # out: a stranger's subscription gets no events while a friend's does
