@@ -15,6 +15,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 expect.set_options(timeout=30_000)
 
+from everchat.actors.config import load  # noqa: E402
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text, ToolCall  # noqa: E402
 
 LOCKED = "Open the link everchat web printed."
@@ -504,6 +505,34 @@ def test_a_lost_socket_reconnects_with_its_place_and_misses_nothing(served, page
     expect(page.locator("#messages li.msg-user").last).to_have_text(re.compile("the door code is 1234"))
     expect(assistant(page)).to_have_count(2)
     expect(page.locator("#messages li.msg-user")).to_have_count(2)
+
+
+def test_a_fetched_page_shows_as_a_link_to_it(tmp_path, pages, web):
+    """Issue 13: a fetch tool row links the page it read (its title, the URL as href,
+    rel=noopener noreferrer), live and after a reload; a redirect note links nothing."""
+    with FakeModelServer() as fake:
+        fake.script(Reply(ToolCall("fetch", {"url": web.base + "/page"})), Reply(Text("Read it.")),
+                    Reply(ToolCall("fetch", {"url": web.base + "/loop"})), Reply(Text("Not followed.")))
+        settings = load({"reply_provider": "anthropic", "reply_base_url": fake.base_url, "reply_model": "claude-test",
+                         "compaction_provider": "demo", "allow_local_fetch": "on"},
+                        env={"ANTHROPIC_API_KEY": "test-key"}, home=tmp_path / "home")
+        with serve(settings) as served:
+            page = pages.new()
+            open_chat(page, served.link)
+            send(page, "Read the page.")
+            ended(page, replies=1)
+            for _ in range(2):
+                link = page.get_by_role("list", name="Page read").get_by_role("link")
+                expect(link).to_have_count(1)
+                expect(link).to_have_text("A page")
+                expect(link).to_have_attribute("href", web.base + "/page")
+                expect(link).to_have_attribute("rel", "noopener noreferrer")
+                page.reload()
+                open_chat(page, served.link)
+            send(page, "Now the loop.")
+            ended(page, replies=2)
+            expect(page.locator("li.tool")).to_have_count(2)
+            expect(page.get_by_role("list", name="Page read")).to_have_count(1)
 
 
 def test_search_results_show_as_links_to_their_sources(tmp_path, pages, monkeypatch, web):

@@ -105,8 +105,25 @@ export function setResult(row, text, isError) {
   row.classList.toggle("failed", Boolean(isError));
   const old = row.querySelector(".sources");
   if (old) old.remove();
-  const found = row.dataset.name === "search" && !isError ? searchResults(text) : [];
-  if (found.length) row.append(sourceList(found));
+  if (isError) return;
+  if (row.dataset.name === "search") {
+    const found = searchResults(text);
+    if (found.length) row.append(sourceList(found, "Search results"));
+  } else if (row.dataset.name === "fetch") {
+    const page = fetchedPage(text);
+    if (page) row.append(sourceList([page], "Page read"));
+  }
+}
+
+// A fetch tool's result text (actors/web_tools.py: "URL: …", then "Title: …" when the page
+// has one) as {title, url}, or null when it names no http(s) URL (a redirect note, say).
+export function fetchedPage(text) {
+  const lines = String(text || "").split("\n");
+  const head = /^URL: (.+)$/.exec(lines[0] || "");
+  const url = head ? safeUrl(head[1].trim()) : null;
+  if (!url) return null;
+  const title = /^Title: (.+)$/.exec(lines[1] || "");
+  return { title: title ? title[1] : url, url, snippet: "" };
 }
 
 // A search tool's result text (actors/web_tools.py: "N. title", then the URL and the
@@ -136,8 +153,8 @@ function safeUrl(text) {
 }
 
 // The sources as links: text only (textContent), http(s) hrefs only, no referrer.
-function sourceList(found) {
-  return h("ol", { class: "sources", "aria-label": "Search results" }, found.map((item) =>
+function sourceList(found, label) {
+  return h("ol", { class: "sources", "aria-label": label }, found.map((item) =>
     h("li", {},
       h("a", { href: item.url, target: "_blank", rel: "noopener noreferrer", text: item.title }),
       " ", h("span", { class: "source-url", text: item.url }),
