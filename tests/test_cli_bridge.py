@@ -37,7 +37,7 @@ from everchat.actors.models import (
     ToolResultBlock,
     Usage,
 )
-from everchat.actors.models._claudecode import ClaudeDecoder, user_line
+from everchat.actors.models._claudecode import STEADY_OPENING, ClaudeDecoder, user_line
 from everchat.actors.models._cli import CliConnection, Finished, ToolsAsked, priority_of, scrubbed_environment
 from everchat.actors.models._cli_gate import Gate
 from everchat.actors.prompt import memory_tools, view_blocks
@@ -119,7 +119,8 @@ def test_r23_the_view_keeps_its_mark_and_claude_code_adds_the_end_mark_itself():
         Message("user", (*view, TextBlock("the turn", cache=True), image)),
         Message.assistant("an earlier answer"),
         Message("user", (TextBlock("shorter please", cache=True),))))
-    content = json.loads(user_line(request))["message"]["content"]
+    opening, *content = json.loads(user_line(request))["message"]["content"]
+    assert opening == {"type": "text", "text": STEADY_OPENING} and len(STEADY_OPENING) > 20
     marked = [n for n, block in enumerate(content) if "cache_control" in block]
     assert marked == [1]  # the view's last whole block (Claude Code marks the end on every call)
     assert content[1]["text"] == view[1].text

@@ -112,11 +112,13 @@ def test_no_login_reads_as_not_logged_in_and_asks_nothing(tmp_path, fake, monkey
 def test_api_key_variables_never_reach_the_cli(connection, fake, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-a-paid-key-that-must-not-be-used")
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "another-paid-token")
+    monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", "x-api-key: sk-ant-api03-a-paid-key-in-a-header")
     fake.script(Reply(Text("On the subscription.")))
     assert connection.complete(ask("hello")).text == "On the subscription."
     (call,) = fake.model_calls
     assert "x-api-key" not in call.headers  # the fake only takes the login's Bearer token
     assert "oauth" in call.headers["anthropic-beta"]
+    assert call.headers["x-everchat-call"] == "turn"  # our label, as on the API path
 
 
 def test_r23_a_turn_after_a_turn_reads_its_view_from_the_cache(connection, fake):
@@ -153,3 +155,33 @@ def test_r23_the_cli_cache_bench_reads_every_turns_view_through_claude_code():
     assert (turns["requests"], compactions["requests"]) == (4, 7)  # one zoom round; 6 leaves and a merge
     assert turns["ratio"] == 1.0  # a turn after a turn reads all the perfect cache could
     assert compactions["ratio"] > 0.95 and compactions["cache_read"] > 0
+
+
+def test_status_counts_what_claude_code_reported_for_every_call(env, tmp_path, fake):
+    """Issue 13: the CLI's own token and cache counts feed `status` (usage.json), as the API
+    path's do: the chat's totals are the sums of what the server reported per call. The
+    second turn's view starts otherwise than the first's, and it still reads the first's
+    prefix from the cache: Claude Code's attribution block stays the same (STEADY_OPENING)."""
+    fake.rule(lambda request: Reply(Text("Noted, from the plan.")))
+    env = {**env, **login_env(tmp_path, fake)}
+    flags = ("--connection", "subscription", "--cli", "claudecode", "--cli-executable", claude_binary(),
+             "--cli-timeout", "120")
+    for words in ("First words.", "Second words."):
+        done = everchat(env, *flags, "ask", words, timeout=300)
+        assert done.returncode == 0, done.stderr
+    status = everchat(env, *flags, "status", timeout=120)
+    assert status.returncode == 0, status.stderr
+    # The turns' share: a summary call cut off as `ask` closed may have reached the server
+    # without its usage coming back, so the compactions' share is not compared.
+    usage = json.loads(status.stdout)["usage"]["turns"]
+    # Claude Code first tries a request form the fake refuses (HTTP 400: a `system` role in
+    # `messages`), then sends the same call in the public form; only answered calls count.
+    calls = [call for call in fake.model_calls
+             if call.headers.get("x-everchat-call") == "turn" and call.status == 200]
+    assert usage["calls"] == len(calls) == 2
+    first, second = (call.body for call in calls)
+    assert first["system"][0] == second["system"][0]  # the attribution block, before everything
+    assert usage["input"] == sum(call.cache.input_tokens for call in calls)
+    assert usage["cache_read"] == sum(call.cache.cache_read for call in calls) > 0
+    assert usage["cache_write"] == sum(call.cache.cache_write for call in calls)
+    assert usage["output"] == sum(call.output_tokens for call in calls)

@@ -87,6 +87,8 @@ class ClaudeCodeConnection(CliConnection):
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"  # no update checks or telemetry
         env["DISABLE_AUTOUPDATER"] = "1"
         env["MAX_THINKING_TOKENS"] = str(_thinking_budget(self.effort_for(request), request.max_tokens))
+        if request.label:  # the API path's call label; the person's own custom headers were scrubbed
+            env["ANTHROPIC_CUSTOM_HEADERS"] = f"x-everchat-call: {request.label}"
         return env
 
     def working_folder(self, run: Run) -> Path:
@@ -150,10 +152,19 @@ def _blocks(message: Message) -> list[tuple[dict[str, Any], bool]]:
     return out
 
 
+STEADY_OPENING = "Everchat: the saved view and the request follow."
+"""The first text block of every call. Claude Code's attribution block, sent before the
+system prompt, ends its version with a hash of characters 4, 7 and 20 of the first user
+text block; were that the view, the hash would change with the view's oldest line and the
+prefix before the system prompt with it. A constant opening keeps it the same from call to
+call (R23, R26)."""
+
+
 def user_line(request: Request) -> str:
-    """The stream-json line that carries the whole request: its messages' blocks in order,
-    with the request's first cache mark (R23: the view's; Claude Code adds the end's)."""
-    pairs: list[tuple[dict[str, Any], bool]] = []
+    """The stream-json line that carries the whole request: the steady opening, then its
+    messages' blocks in order, with the request's first cache mark (R23: the view's; Claude
+    Code adds the end's)."""
+    pairs: list[tuple[dict[str, Any], bool]] = [({"type": "text", "text": STEADY_OPENING}, False)]
     for message in request.messages:
         pairs += _blocks(message)
     marked = [i for i, (_, mark) in enumerate(pairs) if mark]

@@ -74,6 +74,8 @@ SCRUBBED = (
     "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CODE_API_KEY_HELPER_TTL_MS", "ANTHROPIC_VERTEX_PROJECT_ID",
     # Codex's Azure federation: a paid Azure OpenAI deployment, not the ChatGPT plan.
     "AZURE_CLIENT_SECRET", "OPENAI_IDENTITY_TOKEN_FILE",
+    # Claude Code sends these headers with every request: an `x-api-key` in them is billed.
+    "ANTHROPIC_CUSTOM_HEADERS",
 )
 """Variables a paid API path reads (keys, tokens, cloud-provider switches). Every name
 ending in `_API_KEY` or `_AUTH_TOKEN` goes too; the CLI's own login (its credentials
