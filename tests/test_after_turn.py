@@ -189,6 +189,24 @@ def test_a_command_still_waiting_when_the_close_time_is_over_is_not_run_and_said
     assert order.read_text().split("\n")[:-1] == ["start 4", "end 4"]  # the running one was not cut
 
 
+def test_the_failures_that_end_after_the_close_are_kept_for_the_closing_chat(tmp_path):
+    """A failure before the close was published while the chat listened; those that end
+    after it are kept, for the turn runner to hand to the closing session."""
+    held, order, started, release = held_command(tmp_path)
+    failed: queue.Queue = queue.Queue()
+    runner = HookRunner(f'[ "$EVERCHAT_TURN" != 2 ] || exit 6; {held}; exit 7', chat=tmp_path, home=tmp_path,
+                        on_failure=lambda turn, detail: failed.put(turn))
+    runner.submit(2)
+    assert failed.get(timeout=30) == 2
+    runner.submit(4)
+    wait_until(started.exists, 30, "the second command running")
+    assert runner.failed_since_close() == []
+    runner.close(timeout=0)
+    open_release(release)
+    assert runner.close() is True
+    assert runner.failed_since_close() == [(4, "the after-turn command failed (exit code 7)")]
+
+
 def test_the_supervisor_waits_for_the_turn_runner_as_long_as_its_commands_may_take():
     """The turn runner's stop may take a whole queued command started at the last moment;
     the supervisor's wait before it kills the process covers that."""
