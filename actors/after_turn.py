@@ -20,7 +20,9 @@ command after each turn.
   little), and the supervisor waits `STOP_SECONDS` for the turn runner's stop
   (actors/supervisor.py), so a running command is never cut by that wait.
 - A failure (a non-zero exit, the time limit, a command that cannot start) goes to
-  `on_failure(turn, detail)`; it never touches the log, so a saved reply stays saved.
+  `on_failure(turn, detail)`; it never touches the log, so a saved reply stays saved. Those
+  that end after the close are kept too (`failed_since_close`): the closing front end may no
+  longer hear them as events, so the turn runner hands them to it (`CloseAfterTurn`).
 
 Works on Linux and macOS: only `subprocess`, `os.killpg` and `start_new_session`.
 """
@@ -141,6 +143,7 @@ class HookRunner:
         self._lock = threading.Lock()
         self._closed = False
         self._start_by: float | None = None  # set by close(): no command starts after it
+        self._late: list[tuple[int, str]] = []  # failures that ended after close(), under _lock
         self._thread = threading.Thread(target=self._run, name="after-turn", daemon=True)
         self._thread.start()
 
@@ -169,6 +172,12 @@ class HookRunner:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def failed_since_close(self) -> list[tuple[int, str]]:
+        """`(turn, detail)` of each command that failed after `close()` was called, in order
+        (empty before it): what a closing chat may no longer hear as events."""
+        with self._lock:
+            return list(self._late)
+
     def _run(self) -> None:
         while True:
             turn = self._queue.get()
@@ -182,6 +191,9 @@ class HookRunner:
                 result = run_hook(self.command, env, limit=self.limit)
             if not result.ok:
                 log.warning("turn %d: %s", turn, result.detail)
+                with self._lock:
+                    if self._closed:
+                        self._late.append((turn, result.detail))
                 try:
                     self.on_failure(turn, result.detail)
                 except Exception:  # the next command still runs

@@ -154,6 +154,7 @@ class ChatSession:
             self.node.subscribe(topic, self.listener)
         self.memory = MemoryTools(AskReader(_Retrying(self)), agents=self._transcript)
         self._closed = False
+        self._failed_turns: set[int] = set()  # the turns whose after-turn failure next_event gave
 
     def __repr__(self) -> str:
         return f"<ChatSession {self.supervisor.chat} pid={os.getpid()}>"
@@ -319,11 +320,20 @@ class ChatSession:
         return self._ask("turn_runner", schema.GoalStatus(), timeout=_ASK_SECONDS).goal
 
     def next_event(self, timeout: float | None = None) -> TurnEvent | None:
-        """The next turn event or notice, in order; None after `timeout` seconds."""
-        try:
-            return self.events.get(timeout=timeout)
-        except queue.Empty:
-            return None
+        """The next turn event or notice, in order; None after `timeout` seconds. Each
+        after-turn failure comes once, though the close may bring it a second time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                event = self.events.get(timeout=left)
+            except queue.Empty:
+                return None
+            if not isinstance(event, schema.AfterTurnFailed):
+                return event
+            if event.turn not in self._failed_turns:
+                self._failed_turns.add(event.turn)
+                return event
 
     # -- memory ----------------------------------------------------------------------
 
@@ -457,8 +467,9 @@ class ChatSession:
 
     def close(self) -> None:
         """Stop a running turn (its streamed part is logged, marked incomplete, R37), let
-        the planner save what it planned, stop every actor and release the chat's lock.
-        Idempotent."""
+        the planner save what it planned, let the queued after-turn commands run (issue 13:
+        the failures of those that end meanwhile are events still, for `next_event` after
+        the close), stop every actor and release the chat's lock. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -466,7 +477,30 @@ class ChatSession:
             self._settle_down()
         except TransportError as error:  # an actor already gone: stopping is all that is left
             log.info("%s: closing without settling down: %s", self, error)
+        self._close_after_turn()
         self.supervisor.stop()
+
+    def _close_after_turn(self) -> None:
+        """The after-turn commands queued at the close run before the actors stop; the turn
+        runner, perhaps in another process, answers with those that failed meanwhile. Their
+        events may come too, or not (another socket, no order between them): `next_event`
+        hands each failure out once."""
+        from everchat.actors.after_turn import STOP_SECONDS
+        from everchat.actors.supervisor import GaveUp
+
+        try:
+            if not self.supervisor.running("turn_runner"):
+                return  # lost (an ask would wait for it): its queued commands went with it
+        except GaveUp:
+            return
+        try:
+            closed = self.node.ask("turn_runner", schema.CloseAfterTurn(), timeout=STOP_SECONDS)
+        except TransportError as error:  # lost, or too slow: its own stop still waits for the commands
+            log.warning("%s: the turn runner did not close its after-turn commands (what fails now is in its "
+                        "log only): %s", self, error)
+            return
+        for turn, detail in closed.failures:
+            self.events.put(schema.AfterTurnFailed(turn=turn, detail=detail))
 
     def _settle_down(self, timeout: float = 5.0) -> None:
         settle_down(self.node, timeout)

@@ -25,6 +25,8 @@ worker thread makes the goal's check (one tool-less call of the reply model) and
 the goal is not met, starts the next turn with `goals.CONTINUE`, as input of the person's
 would (a person's input that came first takes its place). The after-turn command runs on
 a thread of its own (`after_turn.HookRunner`), so a slow one never delays the next turn.
+The session that owns the chat closes that queue before the actors stop (`CloseAfterTurn`)
+and gets the failures of the commands it waited for in the reply.
 """
 
 from __future__ import annotations
@@ -160,14 +162,31 @@ class TurnRunnerActor(Actor):
         commands already queued (the last turn's too) run to their end before it returns
         (`HookRunner.close`: at most `after_turn.STOP_SECONDS` in all, which the supervisor
         waits for)."""
+        self._end_turns()
+        if self.hooks is not None:
+            self.hooks.close()
+        super().on_stop()
+
+    def _end_turns(self) -> None:
+        """Stop the running call, a goal's check and the worker (which submits its last
+        turn's after-turn command before it ends). Idempotent."""
         self._halt.set()
         self._goal_halt.set()
         self._work.put(None)
         if self._worker is not None:
             self._worker.join(timeout=5)
-        if self.hooks is not None:
-            self.hooks.close()
-        super().on_stop()
+
+    def on_close_after_turn(self, msg: schema.CloseAfterTurn, delivery) -> schema.AfterTurnClosed:
+        """The closing session's last ask, before the actors stop (issue 13): end the turns,
+        close the after-turn queue and wait while its commands run, as `on_stop` would (this
+        actor's thread waits with them, at most `after_turn.STOP_SECONDS`: the chat is
+        closing). The reply carries the failures that ended meanwhile, which the session,
+        perhaps in another process, says: events may no longer reach it."""
+        self._end_turns()
+        if self.hooks is None:
+            return schema.AfterTurnClosed(failures=[])
+        self.hooks.close()
+        return schema.AfterTurnClosed(failures=self.hooks.failed_since_close())
 
     # -- messages ----------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ holds it, issue 10: `start_session`), sends one message (R36),
 streams the reply to stdout, shows each tool call on stderr (`· zoom(3, 1)`), then
 waits until every summary the chat owes is built, so the next process opens a chat
 with nothing pending, and exits. `compact` only waits for the summaries. A failed
-compaction (R30) is reported on stderr as it happens; after a turn that did not end
+compaction (R30) is reported on stderr as it happens, and so is a failed after-turn command
+(issue 13), also one that ends while the chat closes; after a turn that did not end
 well the status is 1, and 130 after Ctrl-C (the call is stopped, what streamed is
 kept, marked incomplete, R37).
 
@@ -147,6 +148,7 @@ def open_session(args: argparse.Namespace) -> Iterator:
         raise CommandError(f"the chat in {settings.chat_dir} failed: {_words(error)}") from error
     finally:
         session.close()
+        drain_notices(session, sys.stderr)  # issue 13: the after-turn commands the close waited for
 
 
 @contextmanager
@@ -275,8 +277,7 @@ def _follow(session, turn: int, out, err) -> tuple[str, bool, str]:
             _notice(event, err)
             continue
         if isinstance(event, schema.AfterTurnFailed):  # issue 13: apart from the reply
-            err.write(printable(f"everchat: after turn {event.turn}: {event.detail}") + "\n")
-            err.flush()
+            _after_turn_failed(event, err)
             continue
         if isinstance(event, schema.JobOutput):
             if event.caller == "main":  # R39: the turn's shell output as it comes, beside the tool line
@@ -310,12 +311,25 @@ def _notice(event, err) -> None:
         err.flush()
 
 
+def _after_turn_failed(event, err) -> None:
+    """A failed after-turn command (issue 13) as the turn runner's log line says it
+    (actors/after_turn.py), `everchat: warning: turn N: …`: said once, whether that log
+    line reached this stderr too (the single placement) or not (`--processes`)."""
+    from everchat.transport import schema
+
+    _notice(schema.Notice("warning", f"turn {event.turn}: {event.detail}"), err)
+
+
 def drain_notices(session, err) -> None:
+    """Say the notices and after-turn failures still queued (also after `session.close()`,
+    whose after-turn failures come then)."""
     from everchat.transport import schema
 
     while (event := session.next_event(timeout=0)) is not None:
         if isinstance(event, schema.Notice):
             _notice(event, err)
+        elif isinstance(event, schema.AfterTurnFailed):
+            _after_turn_failed(event, err)
     err.flush()
 
 
@@ -363,7 +377,7 @@ def ask(args: argparse.Namespace) -> int:
 def _ask_goal(args: argparse.Namespace, out, err) -> int:
     """`ask --goal MESSAGE` (issue 13): MESSAGE becomes the goal; every turn's reply is
     printed, the goal's lines go to stderr, until the goal is met (0), paused or dropped (1)."""
-    from everchat.frontends.chat_view import after_turn_line, goal_line
+    from everchat.frontends.chat_view import goal_line
     from everchat.transport import schema
 
     with open_session(args) as session:
@@ -379,7 +393,7 @@ def _ask_goal(args: argparse.Namespace, out, err) -> int:
                 if isinstance(event, schema.Notice):
                     _notice(event, err)
                 elif isinstance(event, schema.AfterTurnFailed):
-                    err.write(printable(after_turn_line(event)) + "\n")
+                    _after_turn_failed(event, err)
                 elif isinstance(event, schema.TurnText):
                     out.write(printable(event.text))
                     out.flush()

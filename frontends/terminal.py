@@ -586,7 +586,8 @@ def run(settings=None, *, stdin=None, placement=None, session=None, title: str |
         if session is not None:
             session.close()
         return 2
-    if session is None:
+    own = session is None  # a ChatSession of ours, not `connect`'s RemoteSession
+    if own:
         session = _open(settings, placement)
         if session is None:
             return 1
@@ -603,6 +604,11 @@ def run(settings=None, *, stdin=None, placement=None, session=None, title: str |
             session.close()
         except Exception as error:  # the chat is left; say what did not close cleanly
             say(f"everchat: closing the chat: {_words(error)}")
+        else:
+            if own:  # issue 13: the after-turn commands the close waited for, after the screen is gone
+                from everchat.frontends.commands_turn import drain_notices
+
+                drain_notices(session, sys.stderr)
 
 
 def _open(settings, placement):

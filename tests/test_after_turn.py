@@ -15,9 +15,10 @@ from everchat.actors.after_turn import LIMIT, HookRunner, hook_env, run_hook
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
 from everchat.actors.turn_runner import TurnRunnerActor
-from everchat.tools.fakemodel import Reply, Text
+from everchat.tools.fakemodel import Gate, Reply, Text
 from everchat.transport import schema
 
+from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 from polling import wait_until
 from test_turns_wire import configure, fake, server, until_end  # noqa: F401 (fixtures)
 
@@ -188,6 +189,24 @@ def test_a_command_still_waiting_when_the_close_time_is_over_is_not_run_and_said
     assert order.read_text().split("\n")[:-1] == ["start 4", "end 4"]  # the running one was not cut
 
 
+def test_the_failures_that_end_after_the_close_are_kept_for_the_closing_chat(tmp_path):
+    """A failure before the close was published while the chat listened; those that end
+    after it are kept, for the turn runner to hand to the closing session."""
+    held, order, started, release = held_command(tmp_path)
+    failed: queue.Queue = queue.Queue()
+    runner = HookRunner(f'[ "$EVERCHAT_TURN" != 2 ] || exit 6; {held}; exit 7', chat=tmp_path, home=tmp_path,
+                        on_failure=lambda turn, detail: failed.put(turn))
+    runner.submit(2)
+    assert failed.get(timeout=30) == 2
+    runner.submit(4)
+    wait_until(started.exists, 30, "the second command running")
+    assert runner.failed_since_close() == []
+    runner.close(timeout=0)
+    open_release(release)
+    assert runner.close() is True
+    assert runner.failed_since_close() == [(4, "the after-turn command failed (exit code 7)")]
+
+
 def test_the_supervisor_waits_for_the_turn_runner_as_long_as_its_commands_may_take():
     """The turn runner's stop may take a whole queued command started at the last moment;
     the supervisor's wait before it kills the process covers that."""
@@ -232,3 +251,59 @@ def test_the_last_turns_command_of_ask_runs_before_ask_ends(monkeypatch, tmp_pat
     assert order.read_text().split("\n")[:-1] == ["start 0", "end 0", "start 2", "end 2"]
     assert "turn 2: the after-turn command failed (exit code 5)" in capsys.readouterr().err
     releaser.join(10)
+
+
+# -- said once at the close, in either placement ----------------------------------------------
+
+ENDS_DURING_THE_CLOSE = "sleep 0.5; exit 3"  # the turn has ended, and ask is closing, when it fails
+
+
+def after_turn_lines(stderr: str) -> list[str]:
+    """The lines of `stderr` that speak of an after-turn command, in every form ask has used."""
+    return [line for line in stderr.splitlines() if "after-turn" in line or "after turn" in line]
+
+
+def test_a_command_failing_while_ask_closes_is_said_once_with_processes(env, tmp_path):
+    """`everchat --processes ask`: the turn runner, whose log goes to run/turn_runner.log,
+    hands the failure of the command it waited for at the close to ask, which says it."""
+    done = everchat(env, "--demo", "--processes", "--after-turn", ENDS_DURING_THE_CLOSE, "ask", "--no-wait", "Hi.",
+                    "--data-dir", str(tmp_path / "chat"))
+    assert done.returncode == 0, done.stderr
+    assert after_turn_lines(done.stderr) == ["everchat: warning: turn 0: the after-turn command failed (exit code 3)"]
+
+
+def test_a_command_failing_while_ask_closes_is_said_once_in_one_process(env, tmp_path):
+    """The single placement: the turn runner's log line and what the close hands to ask are
+    the same line, said once."""
+    done = everchat(env, "--demo", "--after-turn", ENDS_DURING_THE_CLOSE, "ask", "--no-wait", "Hi.",
+                    "--data-dir", str(tmp_path / "chat"))
+    assert done.returncode == 0, done.stderr
+    assert after_turn_lines(done.stderr) == ["everchat: warning: turn 0: the after-turn command failed (exit code 3)"]
+
+
+def test_a_failure_while_ask_goal_follows_its_turns_is_said_once(monkeypatch, tmp_path, fake, capsys):
+    """`ask --goal` in one process: the first turn's command fails while ask follows the
+    second turn (held until the failure is out), the second's as ask closes; each is said
+    once, in the log's form."""
+    from everchat.frontends.cli import main
+    from test_goals_run import Script
+
+    configure(monkeypatch, tmp_path, fake, "anthropic")
+    monkeypatch.setenv("EVERCHAT_AFTER_TURN", 'echo "lint: $EVERCHAT_TURN"; exit 4')
+    published = threading.Event()
+    hook_failed = TurnRunnerActor._hook_failed
+
+    def watched_hook_failed(self, turn, detail):
+        hook_failed(self, turn, detail)
+        published.set()
+
+    monkeypatch.setattr(TurnRunnerActor, "_hook_failed", watched_hook_failed)
+    gate = Gate()
+    fake.rule(Script(["Working.", Reply(Text("Done."), gate=gate)], ["Not met: one more step.", "Goal met."]))
+    opener = threading.Thread(target=lambda: published.wait(60) and gate.open(), daemon=True)
+    opener.start()
+    assert main(["ask", "--goal", "--no-wait", "Do two steps."]) == 0
+    assert after_turn_lines(capsys.readouterr().err) == [
+        "everchat: warning: turn 0: the after-turn command failed (exit code 4): lint: 0",
+        "everchat: warning: turn 2: the after-turn command failed (exit code 4): lint: 2"]
+    opener.join(10)

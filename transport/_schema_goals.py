@@ -1,5 +1,6 @@
 """Goals and after-turn hooks (issue 13, docs/GOALS.md): setting, dropping and asking about
-the chat's goal, its events, and its file in the chat folder.
+the chat's goal, its events, and its file in the chat folder; the after-turn commands'
+failures, and their queue closed by the closing session.
 
 Received by the turn runner unless said. Events go out on topic "turn" (DROP: the log and
 `goal.json` hold what matters).
@@ -12,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._check import fields, int_, opt_dict, str_
+from ._check import fields, int_, list_, opt_dict, str_
 from ._schema_base import BLOCK, DROP, Message, message
 
-__all__ = ["SetGoal", "HaltGoal", "GoalStatus", "GoalState", "GoalEvent", "AfterTurnFailed", "SaveGoal",
-           "LoadGoal"]
+__all__ = ["SetGoal", "HaltGoal", "GoalStatus", "GoalState", "GoalEvent", "AfterTurnFailed", "CloseAfterTurn",
+           "AfterTurnClosed", "SaveGoal", "LoadGoal"]
 
 
 @message(BLOCK)
@@ -119,6 +120,44 @@ class AfterTurnFailed(Message):
     def from_wire(cls, obj: Any) -> AfterTurnFailed:
         turn, detail = fields(obj, 2, cls)
         return cls(int_(turn, "AfterTurnFailed.turn"), str_(detail, "AfterTurnFailed.detail"))
+
+
+@message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class CloseAfterTurn(Message):
+    """Closing session -> turn runner (ask -> AfterTurnClosed), before the actors stop: end
+    the turns, take no more after-turn commands and wait while the queued ones run (at most
+    `after_turn.STOP_SECONDS`). A session attached to another's chat never sends it."""
+
+    def to_wire(self) -> list:
+        return []
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> CloseAfterTurn:
+        fields(obj, 0, cls)
+        return cls()
+
+
+@message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class AfterTurnClosed(Message):
+    """Reply to CloseAfterTurn: `(turn, detail)` of each after-turn command that failed
+    after the close began, in order (each also went out as AfterTurnFailed, which the
+    closing session may no longer hear)."""
+    failures: list[tuple[int, str]]
+
+    def to_wire(self) -> list:
+        return [[[turn, detail] for turn, detail in self.failures]]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> AfterTurnClosed:
+        (failures,) = fields(obj, 1, cls)
+        rows = []
+        for row in list_(failures, "AfterTurnClosed.failures"):
+            turn, detail = fields(row, 2, cls)
+            rows.append((int_(turn, "AfterTurnClosed.failures[].turn"),
+                         str_(detail, "AfterTurnClosed.failures[].detail")))
+        return cls(rows)
 
 
 @message(BLOCK)

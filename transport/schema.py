@@ -54,8 +54,8 @@ from ._schema_devices import (RunJob, JobResult, StopJobs, ListDevices, DeviceLi
 from ._schema_agents import (SpawnAgent, AgentAccepted, TellAgent, StopAgent, ListAgents, AgentList,
                              AgentEvent, AppendTranscript, ReadTranscript, TranscriptPage,
                              ReadTranscriptRecords, TranscriptRecords, ListTranscripts, TranscriptList)
-from ._schema_goals import (SetGoal, HaltGoal, GoalStatus, GoalState, GoalEvent, AfterTurnFailed, SaveGoal,
-                            LoadGoal)
+from ._schema_goals import (SetGoal, HaltGoal, GoalStatus, GoalState, GoalEvent, AfterTurnFailed, CloseAfterTurn,
+                            AfterTurnClosed, SaveGoal, LoadGoal)
 
 __all__ = [
     "Message", "encode", "decode", "to_obj", "from_obj", "unpack", "types",
@@ -78,5 +78,6 @@ __all__ = [
     "AppendTranscript", "ReadTranscript", "TranscriptPage", "ReadTranscriptRecords", "TranscriptRecords",
     "ListTranscripts", "TranscriptList",
     # goals and after-turn hooks (issue 13)
-    "SetGoal", "HaltGoal", "GoalStatus", "GoalState", "GoalEvent", "AfterTurnFailed", "SaveGoal", "LoadGoal",
+    "SetGoal", "HaltGoal", "GoalStatus", "GoalState", "GoalEvent", "AfterTurnFailed", "CloseAfterTurn",
+    "AfterTurnClosed", "SaveGoal", "LoadGoal",
 ]
