@@ -15,7 +15,8 @@ from everchat.actors.compaction import RULER, CompactionJob, Summarizer, summari
 from everchat.actors.memory import Budget, level, node_of
 from everchat.actors.models import Connection, Request, TextBlock, connect
 from everchat.actors.prompt import Prompt
-from everchat.tools.fakemodel import FakeModelServer, Reply, Thinking, ToolCall, count_tokens
+from everchat.tools.fakemodel import Reply, Thinking, ToolCall, count_tokens
+from fake_world import fake_server_fixtures
 
 PROMPT = Prompt.make()
 WIRES = ["anthropic", "openai", "openai-chat"]
@@ -24,17 +25,7 @@ CONTEXT = tuple(f"{k}+1|user: line {k} about the build" for k in range(10))
 LEAF = CompactionJob(0, 10, CONTEXT, ("user: " + "please keep this in mind " * 20,))
 
 
-@pytest.fixture(scope="module")
-def shared():
-    with FakeModelServer(chunk_tokens=16) as server:
-        yield server
-
-
-@pytest.fixture
-def server(shared):
-    shared.reset()
-    yield shared
-    assert shared.errors == []
+shared, server = fake_server_fixtures(chunk_tokens=16)
 
 
 @pytest.fixture(params=WIRES)

@@ -24,24 +24,15 @@ from everchat.actors.models import (
     connect,
 )
 from everchat.actors.prompt import Prompt
-from everchat.tools.fakemodel import FakeModelServer, Reply, Text, Thinking
+from everchat.tools.fakemodel import Reply, Text, Thinking
 from everchat.tools.fakemodel import ToolCall as FakeCall
+from fake_world import fake_server_fixtures
 
 PROMPT = Prompt.make()
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 24
 
 
-@pytest.fixture(scope="module")
-def shared():
-    with FakeModelServer(chunk_tokens=2) as server:
-        yield server
-
-
-@pytest.fixture
-def server(shared):
-    shared.reset()
-    yield shared
-    assert shared.errors == []
+shared, server = fake_server_fixtures(chunk_tokens=2)
 
 
 @pytest.fixture

@@ -57,8 +57,9 @@ from everchat.actors.models._codex_wire import (
     mcp_overrides,
     usage_between,
 )
-from everchat.tools.fakemodel import FakeModelServer, Latency, QuotaExceeded as QuotaFault, Reply, Text, Thinking
+from everchat.tools.fakemodel import Latency, QuotaExceeded as QuotaFault, Reply, Text, Thinking
 from everchat.tools.fakemodel import ToolCall as FakeCall
+from fake_world import fake_server_fixtures
 
 ZOOM = ToolSpec("zoom", "Read a summary's sources.", {"type": "object", "properties": {"id": {"type": "string"}}})
 DATE = ToolSpec("date", "Today's date.", {"type": "object", "properties": {}})
@@ -70,17 +71,7 @@ def request(*turn: object, tools: tuple[ToolSpec, ...] = (ZOOM, DATE), history: 
     return Request(model=MODEL, system=SYSTEM, messages=history + (Message.user(*turn),), tools=tools)
 
 
-@pytest.fixture(scope="module")
-def shared():
-    with FakeModelServer(chunk_tokens=2) as server:
-        yield server
-
-
-@pytest.fixture
-def server(shared):
-    shared.reset()
-    yield shared
-    assert shared.errors == []
+shared, server = fake_server_fixtures(chunk_tokens=2)
 
 
 @pytest.fixture
