@@ -13,11 +13,12 @@ import pytest
 from everchat.actors.config import read_file, save_file
 from everchat.actors.models import EFFORTS
 
-from web_world import run, web  # noqa: F401 (fixture)
+from web_world import (SETTINGS_SAVED, config_bytes, config_path, me, post_settings, run,  # noqa: F401 (fixture)
+                       web)
 
 pytestmark = pytest.mark.timeout(180)
 
-RESTART = "Saved. The new models apply when `everchat web` starts again."
+RESTART = SETTINGS_SAVED
 KEPT = {"settle_timeout": 7.5, "tool_rounds": 12, "reply.provider": "openai-chat", "reply.model": "qwen3:8b",
         "reply.base_url": "http://localhost:11434/v1", "reply.dummy_key": "ollama", "reply.effort": "low",
         "compaction.provider": "demo"}
@@ -26,27 +27,7 @@ API = {"connection": "api", "cli": None}
 """The connection the demo runs on (issue 13's subscription unset)."""
 
 
-def config(web):
-    return web.home / "config.toml"
-
-
-def file_bytes(web) -> bytes | None:
-    path = config(web)
-    return path.read_bytes() if path.exists() else None
-
-
-async def post(web, client, body, headers=None):
-    headers = {"Origin": web.origin} if headers is None else headers
-    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-    async with client.post(web.base + "/api/settings", data=data,
-                           headers=dict(headers, **{"Content-Type": "application/json"})) as response:
-        return response.status, await response.text()
-
-
-async def me(web, client) -> dict:
-    async with client.get(web.base + "/api/me") as response:
-        assert response.status == 200, await response.text()
-        return await response.json()
+config, file_bytes, post = config_path, config_bytes, post_settings
 
 
 def test_saving_writes_the_models_and_efforts_and_nothing_else(web):

@@ -13,33 +13,20 @@ from everchat.actors import models
 from everchat.actors.config import load, read_file, save_file
 from everchat.actors.models import DemoConnection
 
-from web_world import run, served, web  # noqa: F401 (fixture)
+from web_world import (SETTINGS_SAVED, config_bytes, config_path, me, post_settings, run,  # noqa: F401 (fixture)
+                       served, web)
 
 pytestmark = pytest.mark.timeout(180)
 
-RESTART = "Saved. The new models apply when `everchat web` starts again."
+RESTART = SETTINGS_SAVED
 
 
-def config(web):
-    return web.home / "config.toml"
-
-
-def file_bytes(web) -> bytes | None:
-    path = config(web)
-    return path.read_bytes() if path.exists() else None
+config, file_bytes = config_path, config_bytes
 
 
 async def post(web, client, body, headers=None):
-    headers = {"Origin": web.origin} if headers is None else headers
-    async with client.post(web.base + "/api/settings", data=json.dumps(body),
-                           headers=dict(headers, **{"Content-Type": "application/json"})) as response:
-        return response.status, json.loads(await response.text())
-
-
-async def me(web, client) -> dict:
-    async with client.get(web.base + "/api/me") as response:
-        assert response.status == 200, await response.text()
-        return await response.json()
+    status, text = await post_settings(web, client, body, headers)
+    return status, json.loads(text)
 
 
 def test_saving_a_subscription_writes_connection_and_cli_and_keeps_the_rest(web):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -111,3 +112,35 @@ def served(tmp_path, settings):
     finally:
         running.stop()
         session.close()
+
+
+# --- the page's Settings (POST /api/settings, GET /api/me) ---------------------------------
+
+SETTINGS_SAVED = "Saved. The new models apply when `everchat web` starts again."
+"""What the page says after saving settings."""
+
+
+def config_path(web) -> Path:
+    return web.home / "config.toml"
+
+
+def config_bytes(web) -> bytes | None:
+    """config.toml's bytes, None while there is none: a refusal must leave them as they were."""
+    path = config_path(web)
+    return path.read_bytes() if path.exists() else None
+
+
+async def post_settings(web, client, body, headers=None) -> tuple[int, str]:
+    """POST /api/settings with `body` (JSON unless bytes or text), from the page's own origin
+    unless `headers` says otherwise: the status and the answer's text."""
+    headers = {"Origin": web.origin} if headers is None else headers
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    async with client.post(web.base + "/api/settings", data=data,
+                           headers=dict(headers, **{"Content-Type": "application/json"})) as response:
+        return response.status, await response.text()
+
+
+async def me(web, client) -> dict:
+    async with client.get(web.base + "/api/me") as response:
+        assert response.status == 200, await response.text()
+        return await response.json()
