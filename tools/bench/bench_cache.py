@@ -100,6 +100,13 @@ def bench_env(home: Path, base_url: str) -> Iterator[None]:
     }
     cleared = ("EVERCHAT_CONFIG", "EVERCHAT_DEMO", "EVERCHAT_REPLY_EFFORT", "EVERCHAT_COMPACTION_EFFORT",
                "EVERCHAT_INSTRUCTIONS", "EVERCHAT_TOOL_ROUNDS")
+    with environment(values, cleared):
+        yield
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str], cleared: tuple[str, ...] = ()) -> Iterator[None]:
+    """`values` set and `cleared` unset in this process's environment, each put back after."""
     saved = {name: os.environ.get(name) for name in (*values, *cleared)}
     try:
         for name in cleared:

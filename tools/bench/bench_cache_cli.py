@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import os
 import tempfile
 import time
 from dataclasses import replace
@@ -44,6 +43,7 @@ from everchat.actors.models import (
     connect_cli,
 )
 from everchat.actors.prompt import Prompt, turn_header, view_blocks
+from everchat.tools.bench.bench_cache import environment
 from everchat.tools.fakemodel import CacheStats, Exchange, FakeModelServer, Reply, Text, ToolCall
 
 __all__ = ["main", "replay", "figures"]
@@ -76,17 +76,8 @@ def claude_login(server: FakeModelServer) -> Iterator[None]:
                                    "expiresAt": int(time.time() * 1000) + 86_400_000,
                                    "scopes": ["user:inference"], "subscriptionType": "max"}}
         (config / ".credentials.json").write_text(json.dumps(login))
-        values = {"HOME": home, "CLAUDE_CONFIG_DIR": str(config), "ANTHROPIC_BASE_URL": server.url}
-        saved = {name: os.environ.get(name) for name in values}
-        os.environ.update(values)
-        try:
+        with environment({"HOME": home, "CLAUDE_CONFIG_DIR": str(config), "ANTHROPIC_BASE_URL": server.url}):
             yield
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def replay(connection: Connection, server: FakeModelServer, turns: int, lines: int,
