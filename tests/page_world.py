@@ -29,10 +29,11 @@ def demo_settings(home: Path) -> Settings:
     return load({"demo": True}, env={}, home=home)
 
 
-def fake_reply_settings(home: Path, base_url: str) -> Settings:
-    """Replies from the fake model server at `base_url` (Anthropic's API), summaries from the demo."""
+def fake_reply_settings(home: Path, base_url: str, **more) -> Settings:
+    """Replies from the fake model server at `base_url` (Anthropic's API), summaries from the
+    demo; `more` settings beside them."""
     return load({"reply_provider": "anthropic", "reply_base_url": base_url, "reply_model": "claude-test",
-                 "compaction_provider": "demo"}, env={"ANTHROPIC_API_KEY": "test-key"}, home=home)
+                 "compaction_provider": "demo", **more}, env={"ANTHROPIC_API_KEY": "test-key"}, home=home)
 
 
 @dataclass

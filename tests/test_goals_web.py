@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 
 from web_world import run, until, web  # noqa: F401 (fixture)
 
@@ -43,7 +42,8 @@ def test_goal_runs_from_the_page_its_events_reach_the_socket_and_halt_answers(we
 def test_goal_and_halt_typed_on_the_page_show_their_lines(tmp_path):
     """The page in a real browser (headless Chromium): `/goal TEXT` sends TEXT and the goal's
     lines appear; `/goal` alone says there is none once it is met; `/halt` sends nothing."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
+    import playwright.sync_api as playwright_api
+
     from page_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, serve
 
     expect = playwright_api.expect

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import re
 
+import playwright.sync_api as playwright_api
 import pytest
 
+from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text, ToolCall
 from page_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, fake_reply_settings, serve, shot_folder
 from test_web_search import web  # noqa: F401 (fixture: the local search server)
 
-playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 expect.set_options(timeout=30_000)
-
-from everchat.actors.config import load  # noqa: E402
-from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text, ToolCall  # noqa: E402
 
 LOCKED = "Open the link everchat web printed."
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -513,10 +511,7 @@ def test_a_fetched_page_shows_as_a_link_to_it(tmp_path, pages, web):
     with FakeModelServer() as fake:
         fake.script(Reply(ToolCall("fetch", {"url": web.base + "/page"})), Reply(Text("Read it.")),
                     Reply(ToolCall("fetch", {"url": web.base + "/loop"})), Reply(Text("Not followed.")))
-        settings = load({"reply_provider": "anthropic", "reply_base_url": fake.base_url, "reply_model": "claude-test",
-                         "compaction_provider": "demo", "allow_local_fetch": "on"},
-                        env={"ANTHROPIC_API_KEY": "test-key"}, home=tmp_path / "home")
-        with serve(settings) as served:
+        with serve(fake_reply_settings(tmp_path / "home", fake.base_url, allow_local_fetch="on")) as served:
             page = pages.new()
             open_chat(page, served.link)
             send(page, "Read the page.")
