@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-
 from web_world import run, until, web  # noqa: F401 (fixture)
 
 
