@@ -457,6 +457,23 @@ def test_a_line_that_is_not_json_is_a_protocol_error(tmp_path):
                                  "'Error: something broke'")
 
 
+def test_a_line_the_decoder_cannot_read_ends_the_call_at_once_not_at_its_timeout(tmp_path, monkeypatch):
+    """The base's output reader (`_cli_run.read_output`) turns a decoder's raise into the
+    call's error; it used to die with it, and the call waited out --cli-timeout and then
+    read as a timeout."""
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    broken = tmp_path / "codex"
+    broken.write_text("#!/bin/sh\necho 'Error: something broke'\nexec sleep 600\n")
+    broken.chmod(0o755)
+    connection = connect_cli("codex", executable=str(broken), timeout=600, state_dir=tmp_path / "state")
+    try:
+        with pytest.raises(ProtocolError) as caught:
+            list(connection.stream(request("Say hello.")))
+    finally:
+        connection.close()
+    assert "'Error: something broke'" in str(caught.value)
+
+
 def test_a_refused_step_is_a_protocol_error_naming_it(tmp_path):
     replay = Replay(tmp_path, request("Say hello."))
     lines = recorded("reply")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cli_gate import Slot
+from ._errors import ModelError, ProtocolError
 from ._mcp_bridge import SOCKET_NAME
 from ._types import ImageBlock, Message, Request, TextBlock, ToolResultBlock, Usage
 
@@ -271,7 +272,7 @@ def read_output(run: Run, decoder: Decoder, errors: threading.Thread) -> None:
         for raw in run.proc.stdout:
             line = raw.decode("utf-8", "replace").strip()
             if line:
-                for item in decoder.feed(line):
+                for item in _fed(decoder, line):
                     run.items.put(item)
     except (OSError, ValueError):
         pass  # the pipe was closed by kill()
@@ -285,6 +286,20 @@ def read_output(run: Run, decoder: Decoder, errors: threading.Thread) -> None:
     for item in decoder.end(code, "".join(run.stderr)):
         run.items.put(item)
     run.items.put(Closed())
+
+
+def _fed(decoder: Decoder, line: str) -> list[Any]:
+    """`decoder.feed(line)`; a decoder that raises (a line of a shape it did not expect)
+    gives the error as an item, so the call fails at once instead of waiting out its
+    timeout for an end this thread would never send."""
+    try:
+        return list(decoder.feed(line))
+    except ModelError as error:
+        return [error]
+    except Exception as error:
+        return [ProtocolError(f"the CLI wrote a line that could not be read ({type(error).__name__}: {error}): "
+                              f"{line[:120]!r}", provider=getattr(decoder, "provider", ""),
+                              model=getattr(decoder, "model", ""))]
 
 
 def read_stderr(run: Run) -> None:
