@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -55,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from everchat.actors.models import EFFORTS, PROVIDERS, Connection, connect
+from everchat.actors.models import CLIS, EFFORTS, PROVIDERS, Connection, connect
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -92,8 +93,6 @@ _KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "opena
 
 CONNECTIONS = ("api", "subscription")
 """`connection`: "api" (a provider and its key) or "subscription" (a CLI's own login)."""
-CLIS = ("claudecode", "codex")
-"""`cli` under a subscription: Claude Code (`claude`) or Codex (`codex`)."""
 CLI_TIMEOUT = 300.0
 """`cli_timeout`'s default, in seconds."""
 
@@ -327,6 +326,8 @@ def _number(key: str, value: Any, source: str, kind: type, low: float, high: flo
         number = kind(value)
         if kind is int and isinstance(value, float) and not value.is_integer():
             raise ValueError
+        if not math.isfinite(number):  # "nan" and "inf" parse as floats
+            raise ValueError
     except (TypeError, ValueError):
         raise ConfigError(f"{key} ({source}) must be a {'whole ' if kind is int else ''}number, not {value!r}") from None
     if number < low or (high is not None and number > high):
@@ -437,7 +438,8 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
                 "file": str(config_path)}.get(source, "default")
 
     demo = bool(given.get("demo")) or env.get("EVERCHAT_DEMO", "") not in ("", "0")
-    cli = _cli_settings(values, where, home_path)
+    cli = _cli_settings(values, where, home_path,
+                        config_path.parent if sources.get("cli_executable") == "file" else None)
     subscription = cli["connection"] == "subscription" and not demo
     # Under a subscription no key is read at all: a missing one is neither the demo nor MissingKey.
     anthropic_key = None if subscription else env.get("ANTHROPIC_API_KEY") or None
@@ -516,9 +518,13 @@ def load(flags: Mapping[str, Any] | argparse.Namespace | None = None, *, env: Ma
                     after_turn=after_turn, **switches)
 
 
-def _cli_settings(values: Mapping[str, Any], where: Callable[[str], str], home: Path) -> dict[str, Any]:
+def _cli_settings(values: Mapping[str, Any], where: Callable[[str], str], home: Path,
+                  file_folder: Path | None) -> dict[str, Any]:
     """The `connection` and `cli_*` settings, checked (each error names its source), as
-    `ModelSettings` fields; `state_dir` is the home (the CLI calls' gate)."""
+    `ModelSettings` fields; `state_dir` is the home (the CLI calls' gate). A relative
+    `cli_executable` path is made absolute against `file_folder` (when the config file set
+    it), else the folder the command runs in: each CLI run starts in a folder of its own, where a
+    relative path would name nothing; a bare name is looked up on PATH."""
     connection = values.get("connection") or "api"
     if connection not in CONNECTIONS:
         raise ConfigError(f"connection ({where('connection')}) is one of {', '.join(CONNECTIONS)}, "
@@ -533,7 +539,8 @@ def _cli_settings(values: Mapping[str, Any], where: Callable[[str], str], home: 
     if executable is not None:
         if not isinstance(executable, str):
             raise ConfigError(f"cli_executable ({where('cli_executable')}) is a path (text), not {executable!r}")
-        executable = str(Path(executable).expanduser()) if executable.startswith("~") else executable
+        if "/" in executable or executable.startswith("~"):
+            executable = str((file_folder or Path.cwd()) / Path(executable).expanduser())
     timeout = _number("cli_timeout", values.get("cli_timeout", CLI_TIMEOUT), where("cli_timeout"), float,
                       float("-inf"))
     if timeout <= 0:

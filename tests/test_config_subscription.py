@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +162,8 @@ def test_the_repr_and_description_say_subscription_and_never_a_key(home):
     ('cli_timeout = 0\n', "cli_timeout .* must be more than 0 seconds, not 0"),
     ('cli_timeout = -5\n', "cli_timeout .* must be more than 0 seconds, not -5"),
     ('cli_timeout = "long"\n', "cli_timeout .* must be a number, not 'long'"),
+    ('cli_timeout = nan\n', "cli_timeout .* must be a number, not nan"),
+    ('cli_timeout = inf\n', "cli_timeout .* must be a number, not inf"),
     ('cli_executable = 5\n', "cli_executable .* is a path"),
 ])
 def test_a_bad_subscription_setting_is_a_clear_error_naming_the_file(home, text, message):
@@ -168,6 +171,25 @@ def test_a_bad_subscription_setting_is_a_clear_error_naming_the_file(home, text,
     with pytest.raises(ConfigError, match=message) as caught:
         load(env={}, home=home)
     assert str(path) in str(caught.value)
+
+
+def test_a_timeout_that_is_not_a_finite_number_is_refused_from_the_environment_too(home):
+    with pytest.raises(ConfigError, match="cli_timeout .*EVERCHAT_CLI_TIMEOUT.* must be a number, not 'nan'"):
+        load(env={ENV["cli_timeout"]: "nan"}, home=home)
+
+
+def test_a_relative_cli_executable_is_made_absolute_where_it_was_said(home, tmp_path, monkeypatch):
+    """Each CLI run starts in a folder of its own, where a relative path names nothing: the
+    file's path is taken from the file's folder, a flag's from the folder the command runs
+    in; a bare name stays a name for PATH."""
+    write(home, 'cli_executable = "bin/claude"\n')
+    assert load(env={}, home=home).reply.cli_executable == str(home / "bin" / "claude")
+    monkeypatch.chdir(tmp_path)
+    assert load({"cli_executable": "./tools/codex"}, env={}, home=home).reply.cli_executable == \
+        str(tmp_path / "tools" / "codex")
+    assert load({"cli_executable": "~/codex"}, env={}, home=home).reply.cli_executable == \
+        str(Path("~/codex").expanduser())
+    assert load({"cli_executable": "codex"}, env={}, home=home).reply.cli_executable == "codex"
 
 
 def test_a_bad_flag_or_variable_names_itself(home):
