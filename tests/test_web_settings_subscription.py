@@ -62,6 +62,30 @@ def test_saving_a_subscription_writes_connection_and_cli_and_keeps_the_rest(web)
     run(body())
 
 
+def test_an_emptied_model_goes_back_to_the_clis_own_default_under_a_subscription_only(web):
+    """The model field's placeholder says "the CLI's default": emptying it saves no model
+    (the API model a setup had saved would otherwise go to the CLI, which knows no such
+    name); under the API an empty model is still refused, the file untouched."""
+    save_file(config(web), {"connection": "subscription", "cli": "codex", "reply.model": "claude-sonnet-5-5"})
+
+    async def body():
+        async with web.client() as client:
+            await web.sign_in(client)
+            status, answer = await post(web, client, {"reply_model": ""})
+            assert status == 200, answer
+            assert answer["models"]["reply"] == "" and answer["models"]["connection"] == "subscription"
+            assert read_file(config(web)) == {"connection": "subscription", "cli": "codex"}
+            assert load(env={}, home=web.home).reply.model == ""
+
+            save_file(config(web), {"connection": "api", "reply.model": "claude-sonnet-5-5"})
+            before = file_bytes(web)
+            status, answer = await post(web, client, {"reply_model": ""})
+            assert status == 400 and answer["error"] == "reply_model is a model's name, not empty"
+            assert file_bytes(web) == before
+
+    run(body())
+
+
 REFUSED = [
     ({"connection": "subscription"}, "a subscription needs its CLI: cli is one of claudecode, codex"),
     ({"connection": "subscriptions", "cli": "codex"}, "connection is one of api, subscription"),

@@ -41,9 +41,10 @@ def _control(text: str) -> bool:
 def check(body: dict) -> dict[str, Any]:
     """The body's changes as config settings ("reply.model": …; an effort None: the
     model's own default). Refused: no field, an unknown field (API keys and base URLs
-    among them), an empty, overlong or control-character model name, an effort outside
+    among them), a blank, overlong or control-character model name, an effort outside
     `EFFORTS`, a connection other than api or subscription, a cli other than claudecode
-    or codex."""
+    or codex. An empty model ("") is None: no model named, which `save` takes under a
+    subscription only (the CLI's own default)."""
     unknown = sorted(name for name in body if name not in FIELDS)
     if any("key" in name.lower() for name in unknown):
         raise SavingError("API keys stay in the environment, never in the config file")
@@ -58,6 +59,9 @@ def check(body: dict) -> dict[str, Any]:
                 raise SavingError(f"{name} is one of {', '.join(_CHOICES[name])}")
             out[FIELDS[name]] = value
         elif name.endswith("_model"):
+            if value == "":  # no model named: the CLI's own default, under a subscription only (`save`)
+                out[FIELDS[name]] = None
+                continue
             if not isinstance(value, str) or not value.strip():
                 raise SavingError(f"{name} is a model's name, not empty")
             if len(value) > MODEL_LIMIT:
@@ -109,7 +113,7 @@ def _from_file(settings, values: dict[str, Any]) -> dict[str, Any]:
             out[name] = (values.get(key) or out[name]) if out["connection"] == "subscription" else None
         elif values.get(key):
             out[name] = values[key]
-        elif out["connection"] == "subscription" != settings.reply.connection:
+        elif out["connection"] == "subscription":
             out[name] = ""  # a subscription starting without a model named: the CLI's own default
     return out
 
@@ -138,7 +142,13 @@ def save(settings, changes: dict[str, Any]) -> dict[str, Any]:
         except ConfigError as error:
             raise SavingError(f"{error}; fix or remove it (or run everchat setup)") from None
         values.update(changes)
-        flagged = (getattr(settings, "sources", {}) or {}).get("cli") in ("flag", "env")
+        sources = getattr(settings, "sources", {}) or {}
+        connection = (settings.reply.connection if sources.get("connection") in ("flag", "env")
+                      else values.get("connection") or "api")
+        for field, key in FIELDS.items():
+            if key.endswith(".model") and key in changes and changes[key] is None and connection != "subscription":
+                raise SavingError(f"{field} is a model's name, not empty")
+        flagged = sources.get("cli") in ("flag", "env")
         if values.get("connection") == "subscription" and not values.get("cli") and not flagged:
             raise SavingError(f"a subscription needs its CLI: cli is one of {', '.join(CLIS)}")
         try:
