@@ -48,6 +48,7 @@ from everchat.actors.models import (
 )
 from everchat.actors.models._cli import scrubbed_environment
 from everchat.actors.models._cli_run import LIVE, Finished, Run
+from everchat.actors.models import _codex_wire as wire
 from everchat.actors.models._codex import CodexConnection, CodexDecoder
 from everchat.actors.models._codex_wire import (
     CONFIG,
@@ -313,6 +314,38 @@ def test_a_quota_error_reads_clearly(codex, server):
     assert str(caught.value) == (
         f"codex {MODEL}: the ChatGPT plan's Codex usage limit is reached: wait until it resets or change the "
         "plan (no fallback to API billing) (Quota exceeded. Check your plan and billing details.)")
+
+
+def test_the_real_binary_accepts_every_override_strictly(tmp_path, monkeypatch):
+    """The overrides as a run passes them, checked by the pinned codex itself: with
+    --strict-config (in argv) a key it does not know would fail here."""
+    import subprocess
+
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    connection = CodexConnection(codex_executable(), state_dir=tmp_path / "state")
+    argv = connection.argv(Run(folder=tmp_path, slot=None), request("Say hello."))
+    assert "--strict-config" in argv
+    at = argv.index("--listen")
+    checked = argv[:at] + argv[at + 2:] + ["--print-startup-config"]  # validates, starts no server
+
+    done = subprocess.run(checked, capture_output=True, text=True, timeout=60,
+                          env=connection.environment(Run(folder=tmp_path, slot=None), request("Say hello.")))
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["appServerVersion"] == "0.171.0"
+
+
+def test_an_override_codex_does_not_know_fails_the_call_instead_of_leaving_a_tool_on(codex, server, monkeypatch):
+    # a key renamed in another Codex version: without --strict-config codex ignores it silently
+    monkeypatch.setattr(wire, "CONFIG", wire.CONFIG + (("features.renamed_shell_tool", "false"),))
+    server.script(Reply(Text("must not be reached")))
+
+    with pytest.raises(ProtocolError) as caught:
+        list(codex.stream(request("Say hello.")))
+
+    assert str(caught.value).endswith(
+        "unknown configuration field `features.renamed_shell_tool` in -c/--config override")
+    assert server.model_calls == []
 
 
 # --- logins the real binary has here --------------------------------------------------------

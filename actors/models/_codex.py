@@ -1,6 +1,6 @@
 """Codex as the model: `codex app-server` over stdio, on the person's ChatGPT login.
 
-    codex app-server --listen stdio:// -c features.shell_tool=false -c ... (`_codex_wire.CONFIG`)
+    codex app-server --strict-config --listen stdio:// -c features.shell_tool=false -c ... (`_codex_wire.CONFIG`)
 
 Codex's app server is a JSON-RPC conversation, so the run is driven by `CodexDecoder`
 as the server answers: ``initialize``; ``account/read`` (a ChatGPT login is required:
@@ -52,7 +52,17 @@ class CodexConnection(CliConnection):
     provider = "codex"
 
     def argv(self, run: Run, request: Request) -> list[str]:
-        return [self.executable, "app-server", "--listen", "stdio://", *wire.config_args(_user_config())]
+        # --strict-config: a `-c` key this codex does not know (renamed in another version)
+        # fails the run; without it codex ignores the key and the tool it meant stays on
+        return [self.executable, "app-server", "--strict-config", "--listen", "stdio://",
+                *wire.config_args(_user_config())]
+
+    def environment(self, run: Run, request: Request) -> dict[str, str]:
+        env = super().environment(run, request)
+        # codex's startup errors end in a Rust backtrace when these ask for one, and the
+        # call's error keeps only the tail of stderr: keep codex's own words there
+        env["RUST_BACKTRACE"] = env["RUST_LIB_BACKTRACE"] = "0"
+        return env
 
     def opening(self, run: Run, request: Request) -> bytes:
         return _line({"id": 0, "method": "initialize",

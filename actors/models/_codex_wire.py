@@ -94,8 +94,10 @@ CONFIG: tuple[tuple[str, str], ...] = (
     ("approval_policy", '"never"'),
 )
 """The ``-c key=value`` overrides every run passes (they win over the user's config.toml;
-the login in CODEX_HOME is left as it is). Checked with ``--strict-config``. The MCP
-servers of the user's own config are turned off one by one (`mcp_overrides`)."""
+the login in CODEX_HOME is left as it is). The run passes ``--strict-config``, so codex
+refuses a key it does not know (one renamed in another version) instead of ignoring it and
+leaving that tool on. The MCP servers of the user's own config are turned off one by one
+(`mcp_overrides`)."""
 
 NOT_LOGGED_IN = ("Codex is not logged in with a ChatGPT account: run `codex login` (the subscription "
                  "connection never falls back to an API key)")
