@@ -21,7 +21,17 @@ import pytest
 
 from polling import wait_until
 
-from codex_world import MODEL, api_key_home, chatgpt_home, codex_executable, fake_home, png, recorded
+from codex_world import (
+    FAKE_PROVIDER,
+    MODEL,
+    api_key_home,
+    chatgpt_home,
+    codex_executable,
+    fake_connection,
+    fake_home,
+    png,
+    recorded,
+)
 from everchat.actors.models import (
     BadRequest,
     ImageBlock,
@@ -82,7 +92,7 @@ def codex(server, tmp_path, monkeypatch):
     monkeypatch.setenv("CODEX_HOME", str(fake_home(tmp_path / "codex-home", server.openai_base_url)))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-reach-codex")
     monkeypatch.setenv("CODEX_API_KEY", "sk-must-not-reach-codex")
-    connection = connect_cli("codex", executable=codex_executable(), timeout=120, state_dir=tmp_path / "state")
+    connection = fake_connection(timeout=120, state_dir=tmp_path / "state")
     yield connection
     connection.close()
 
@@ -271,7 +281,7 @@ def test_a_timeout_reads_clearly(server, tmp_path, monkeypatch):
     monkeypatch.setenv("CODEX_HOME", str(fake_home(tmp_path / "codex-home", server.openai_base_url)))
     gate = server.gate()
     server.script(Reply(Text("too late"), gate=gate))
-    connection = connect_cli("codex", executable=codex_executable(), timeout=5, state_dir=tmp_path / "state")
+    connection = fake_connection(timeout=5, state_dir=tmp_path / "state")
     try:
         with pytest.raises(ModelTimeout) as caught:
             list(connection.stream(request("Say hello.")))
@@ -360,6 +370,22 @@ def _stream_with_home(home: Path, tmp_path: Path, monkeypatch) -> None:
         connection.close()
 
 
+def test_a_custom_model_provider_in_the_users_config_is_not_used(server, tmp_path, monkeypatch):
+    """A user's own config.toml that routes Codex through another API (here the fake
+    server, with its own key in the file) must not be billed: the run forces OpenAI's
+    provider, which needs the ChatGPT login this home does not have."""
+    home = fake_home(tmp_path / "codex-home", server.openai_base_url)
+    config = home / "config.toml"
+    config.write_text(f'model_provider = "{FAKE_PROVIDER}"\n' + config.read_text(encoding="utf-8"), encoding="utf-8")
+    server.script(Reply(Text("billed through another API")))
+
+    with pytest.raises(NotLoggedIn) as caught:
+        _stream_with_home(home, tmp_path, monkeypatch)
+
+    assert "Codex is not logged in with a ChatGPT account" in str(caught.value)
+    assert server.model_calls == []
+
+
 def test_no_login_reads_clearly(tmp_path, monkeypatch):
     home = tmp_path / "empty-home"
     home.mkdir()
@@ -404,8 +430,9 @@ def test_the_child_environment_has_no_api_keys(monkeypatch):
 class Replay:
     """A decoder fed a recorded stream, with what it writes back kept."""
 
-    def __init__(self, tmp_path: Path, req: Request) -> None:
-        self.decoder = CodexDecoder(req, model=MODEL)
+    def __init__(self, tmp_path: Path, req: Request, *, subscription: bool = False) -> None:
+        # recorded on the fake server's provider, which only the tests' connection accepts
+        self.decoder = CodexDecoder(req, model=MODEL, subscription=subscription)
         self.sent: list[dict] = []
         self.decoder.attach(Run(folder=tmp_path, slot=None), lambda data: self.sent.append(json.loads(data)))
 
@@ -480,6 +507,15 @@ def test_the_recorded_logins_read_clearly_and_start_no_thread(tmp_path, name, cl
     assert "thread/start" not in replay.methods()
 
 
+def test_a_provider_that_needs_no_openai_login_is_refused_by_a_subscription_decoder(tmp_path):
+    replay = Replay(tmp_path, request("Say hello."), subscription=True)
+
+    out = replay.play(recorded("reply"))
+
+    assert isinstance(out[-1], NotLoggedIn) and "not a ChatGPT subscription" in str(out[-1])
+    assert "thread/start" not in replay.methods()
+
+
 def test_a_line_that_is_not_json_is_a_protocol_error(tmp_path):
     replay = Replay(tmp_path, request("Say hello."))
 
@@ -526,7 +562,9 @@ def test_a_chatgpt_account_may_run_and_others_may_not():
     # shapes from `codex app-server generate-json-schema` (GetAccountResponse)
     assert login_problem({"requiresOpenaiAuth": True, "account": {"type": "chatgpt", "email": "a@b.c",
                                                                    "planType": "plus"}}) is None
-    assert login_problem({"requiresOpenaiAuth": False, "account": None}) is None  # a custom provider
+    # a provider that needs no OpenAI login is some other API: refused, unless the tests chose it
+    assert "not a ChatGPT subscription" in login_problem({"requiresOpenaiAuth": False, "account": None})
+    assert login_problem({"requiresOpenaiAuth": False, "account": None}, subscription=False) is None
     assert "not logged in" in login_problem({"requiresOpenaiAuth": True, "account": None})
     assert "API key" in login_problem({"requiresOpenaiAuth": True, "account": {"type": "apiKey"}})
 

@@ -4,7 +4,9 @@
 
 Codex's app server is a JSON-RPC conversation, so the run is driven by `CodexDecoder`
 as the server answers: ``initialize``; ``account/read`` (a ChatGPT login is required:
-`NotLoggedIn` otherwise, and an API-key login is refused, never used); ``thread/start``
+`NotLoggedIn` otherwise, and an API-key login is refused, never used; the run forces
+Codex's OpenAI provider, so a custom ``model_provider`` in the user's config, another
+API, is never used); ``thread/start``
 (ephemeral, read-only sandbox, no approvals, the system prompt as base instructions, our
 tools as *dynamic tools*); ``thread/inject_items`` (the saved view, as the Responses
 items the API path sends); ``turn/start`` (the turn: its text, and its images as
@@ -51,11 +53,18 @@ class CodexConnection(CliConnection):
 
     provider = "codex"
 
+    def __init__(self, executable: str, *, model_provider: str = wire.SUBSCRIPTION_PROVIDER, **options: Any) -> None:
+        """`options` as for `CliConnection`. `model_provider` is for the tests only: the
+        Codex provider the run forces, which must be OpenAI's (the ChatGPT login) for a
+        subscription; the tests name their fake server's, defined in their CODEX_HOME."""
+        super().__init__(executable, **options)
+        self.model_provider = model_provider
+
     def argv(self, run: Run, request: Request) -> list[str]:
         # --strict-config: a `-c` key this codex does not know (renamed in another version)
         # fails the run; without it codex ignores the key and the tool it meant stays on
         return [self.executable, "app-server", "--strict-config", "--listen", "stdio://",
-                *wire.config_args(_user_config())]
+                *wire.config_args(_user_config(), self.model_provider)]
 
     def environment(self, run: Run, request: Request) -> dict[str, str]:
         env = super().environment(run, request)
@@ -70,7 +79,8 @@ class CodexConnection(CliConnection):
 
     def decoder(self, request: Request) -> Decoder:
         return CodexDecoder(request, model=self.model_for(request), effort=self.effort_for(request),
-                            provider=self.provider)
+                            provider=self.provider,
+                            subscription=self.model_provider == wire.SUBSCRIPTION_PROVIDER)
 
 
 def _user_config() -> str:
@@ -96,8 +106,9 @@ class CodexDecoder(Decoder):
     stdin; until then what it would send waits (the first answer may come before)."""
 
     def __init__(self, request: Request, *, model: str | None = None, effort: str | None = None,
-                 provider: str = "codex") -> None:
+                 provider: str = "codex", subscription: bool = True) -> None:
         self.request = request
+        self.subscription = subscription  # False only on the tests' fake provider
         self.model = model or ""
         self.effort = wire.codex_effort(effort)
         self.provider = provider
@@ -169,7 +180,7 @@ class CodexDecoder(Decoder):
             self._send({"method": "initialized"})
             self._ask("account/read", {})
         elif method == "account/read":
-            problem = wire.login_problem(result)
+            problem = wire.login_problem(result, subscription=self.subscription)
             if problem:
                 return [self._error(NotLoggedIn, problem)]
             folder = str(self._run.folder) if self._run is not None else "."

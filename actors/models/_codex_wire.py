@@ -53,6 +53,8 @@ from ._types import (
 __all__ = [
     "CONFIG",
     "NOT_LOGGED_IN",
+    "NOT_SUBSCRIPTION",
+    "SUBSCRIPTION_PROVIDER",
     "Split",
     "codex_effort",
     "config_args",
@@ -103,11 +105,22 @@ NOT_LOGGED_IN = ("Codex is not logged in with a ChatGPT account: run `codex logi
                  "connection never falls back to an API key)")
 
 
-def config_args(user_config: str = "") -> list[str]:
+NOT_SUBSCRIPTION = ("Codex's model provider needs no OpenAI login, so it is some other API, not a ChatGPT "
+                    "subscription: the subscription connection runs only on the ChatGPT login")
+
+SUBSCRIPTION_PROVIDER = "openai"
+"""Codex's built-in provider: the only one a ChatGPT login pays for."""
+
+
+def config_args(user_config: str = "", model_provider: str = SUBSCRIPTION_PROVIDER) -> list[str]:
     """The command-line overrides, as ``-c key=value`` pairs; `user_config` is the text of
-    the user's CODEX_HOME/config.toml, whose MCP servers are turned off."""
+    the user's CODEX_HOME/config.toml, whose MCP servers are turned off. The provider is
+    forced (a ``model_provider`` in the user's config could route the run through another,
+    billed API); only the tests name another one, their fake server's."""
+    if not _BARE.match(model_provider):
+        raise ValueError(f"not a Codex provider name: {model_provider!r}")
     args: list[str] = []
-    for key, value in CONFIG + mcp_overrides(user_config):
+    for key, value in CONFIG + (("model_provider", f'"{model_provider}"'),) + mcp_overrides(user_config):
         args += ["-c", f"{key}={value}"]
     return args
 
@@ -319,12 +332,13 @@ def error_detail(error: Mapping[str, Any]) -> str:
     return " ".join(" ".join(parts).split())[:300]
 
 
-def login_problem(account: Mapping[str, Any]) -> str | None:
-    """Why an ``account/read`` result cannot serve a subscription run (None: it can). A
-    provider that needs no OpenAI login (a custom ``model_provider``, as in the tests)
-    passes; the OpenAI provider needs a ChatGPT account, never an API key."""
+def login_problem(account: Mapping[str, Any], *, subscription: bool = True) -> str | None:
+    """Why an ``account/read`` result cannot serve a subscription run (None: it can). The
+    OpenAI provider needs a ChatGPT account, never an API key. A provider that needs no
+    OpenAI login is another API and is refused, unless `subscription` is False: only
+    the tests' connection, on its fake server's provider (`config_args`)."""
     if not account.get("requiresOpenaiAuth"):
-        return None
+        return None if not subscription else NOT_SUBSCRIPTION
     kind = (account.get("account") or {}).get("type")
     if kind is None:
         return NOT_LOGGED_IN
