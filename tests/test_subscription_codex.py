@@ -413,6 +413,21 @@ def test_a_chatgpt_login_whose_account_cannot_be_checked_reads_clearly(tmp_path,
                                         "reachable? `codex login status` tells more)")
 
 
+@pytest.mark.parametrize("write, words", [
+    (lambda path: path.write_bytes(b'model = "caf\xe9"\n'), "is not UTF-8 text"),
+    (lambda path: path.mkdir(), "cannot be read (Is a directory)"),  # as root, no mode refuses a read
+], ids=["latin-1", "unreadable"])
+def test_a_config_toml_that_cannot_be_read_is_a_model_error(tmp_path, monkeypatch, write, words):
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    write(home / "config.toml")
+
+    with pytest.raises(ModelError) as caught:
+        _stream_with_home(home, tmp_path, monkeypatch)
+
+    assert f"Codex's config {home / 'config.toml'} {words}" in str(caught.value)
+
+
 def test_the_child_environment_has_no_api_keys(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     monkeypatch.setenv("CODEX_API_KEY", "sk-y")

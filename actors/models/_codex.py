@@ -84,13 +84,21 @@ class CodexConnection(CliConnection):
 
 
 def _user_config() -> str:
-    """The text of the user's CODEX_HOME/config.toml ("" when there is none)."""
+    """The text of the user's CODEX_HOME/config.toml ("" when there is none). One that
+    exists but cannot be read is a `ModelError` (the call's error, not a crash)."""
     home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    path = os.path.join(home, "config.toml")
     try:
-        with open(os.path.join(home, "config.toml"), encoding="utf-8") as file:
+        with open(path, encoding="utf-8") as file:
             return file.read()
     except (FileNotFoundError, NotADirectoryError):
         return ""
+    except UnicodeDecodeError:
+        # codex itself would refuse it too: TOML is UTF-8
+        raise ModelError(f"Codex's config {path} is not UTF-8 text: fix or re-save it", provider="codex") from None
+    except OSError as error:
+        raise ModelError(f"Codex's config {path} cannot be read ({error.strerror}): its MCP servers must be "
+                         f"known to turn them off", provider="codex") from None
 
 
 def _line(message: dict[str, Any]) -> bytes:
