@@ -37,8 +37,10 @@ from everchat.actors.models import (
     ImageBlock,
     Message,
     ModelError,
+    ModelNotFound,
     ModelTimeout,
     NotLoggedIn,
+    Overloaded,
     ProtocolError,
     QuotaExceeded,
     RateLimited,
@@ -593,10 +595,20 @@ def test_a_chatgpt_account_may_run_and_others_may_not():
     ({"responseStreamDisconnected": {"httpStatusCode": None}}, Unreachable),
     ("contextWindowExceeded", BadRequest),
     ("other", ProtocolError),
-], ids=["usage-limit", "unauthorized", "http-401", "http-429", "http-502", "no-connection", "context", "other"])
+    # what is not Codex's own follows the API paths' reading of a status (_errors._by_status)
+    ({"httpConnectionFailed": {"httpStatusCode": 404}}, ModelNotFound),
+    ({"responseStreamConnectionFailed": {"httpStatusCode": 503}}, Overloaded),
+    ({"responseStreamConnectionFailed": {"httpStatusCode": 529}}, Overloaded),
+    ({"httpConnectionFailed": {"httpStatusCode": 408}}, ModelTimeout),
+    ({"responseStreamConnectionFailed": {"httpStatusCode": 504}}, ModelTimeout),
+    ({"httpConnectionFailed": {"httpStatusCode": 400}}, BadRequest),
+], ids=["usage-limit", "unauthorized", "http-401", "http-429", "http-502", "no-connection", "context", "other",
+        "http-404", "http-503", "http-529", "http-408", "http-504", "http-400"])
 def test_codex_error_kinds_map_to_our_classes(info, cls):
     # CodexErrorInfo from `codex app-server generate-json-schema` (ErrorNotification)
-    assert error_class({"message": "m", "codexErrorInfo": info})[0] is cls
+    found, advice = error_class({"message": "m", "codexErrorInfo": info})
+    assert found is cls
+    assert advice.startswith(("Codex", "the Codex", "the ChatGPT", "the view"))  # Codex's words, not an API key's
 
 
 def test_usage_counts_the_stretch_and_excludes_cached_input():

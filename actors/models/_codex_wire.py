@@ -30,6 +30,7 @@ from ._errors import (
     BadRequest,
     ModelError,
     ModelNotFound,
+    ModelTimeout,
     NotLoggedIn,
     Overloaded,
     ProtocolError,
@@ -38,6 +39,7 @@ from ._errors import (
     Refused,
     ServerError,
     Unreachable,
+    _by_status,
 )
 from ._openai import _responses_input
 from ._types import (
@@ -311,17 +313,27 @@ def error_class(error: Mapping[str, Any]) -> tuple[type[ModelError], str]:
         inner = next(iter(info.values()))
         if isinstance(inner, Mapping):
             status = inner.get("httpStatusCode")
-    if status in (401, 403):
+    if status in (401, 403):  # the ChatGPT login, not an API key (which _by_status means)
         return NotLoggedIn, NOT_LOGGED_IN
-    if status == 429:
-        return RateLimited, "Codex is rate limited; try again later"
-    if isinstance(status, int) and status >= 500:
-        return ServerError, "the Codex backend failed on its side"
     if isinstance(status, int) and status >= 400:
-        return BadRequest, "Codex's backend rejected the request"
+        # the status alone: Codex's message is its own words, not an API error body
+        cls = _by_status(status, "", "", "")
+        return cls, _ADVICE.get(cls, "Codex failed")
     if isinstance(info, Mapping) and info:
         return Unreachable, "Codex could not reach its backend"
     return ProtocolError, "Codex failed"
+
+
+_ADVICE: dict[type[ModelError], str] = {
+    # the classes `_errors._by_status` gives a status, in Codex's words
+    QuotaExceeded: _BY_INFO["usageLimitExceeded"][1],
+    RateLimited: _BY_INFO["rateLimitExceeded"][1],
+    ModelNotFound: _BY_INFO["modelNotFound"][1],
+    Overloaded: _BY_INFO["serverOverloaded"][1],
+    ModelTimeout: "the Codex backend did not answer in time; try again later",
+    BadRequest: _BY_INFO["badRequest"][1],
+    ServerError: _BY_INFO["internalServerError"][1],
+}
 
 
 def error_detail(error: Mapping[str, Any]) -> str:
