@@ -632,6 +632,29 @@ def test_the_history_keeps_tool_calls_and_results_as_responses_items():
     ]
 
 
+def test_the_history_is_the_api_paths_items_and_the_turn_its_joined_runs(tmp_path):
+    """One builder for both paths (`_openai._responses_items`, `_openai._joined`): what the
+    API path sends for a view is what Codex injects, and a turn joins text as it does."""
+    from everchat.actors.models._openai import _joined, _responses_items
+    from everchat.actors.models._codex_wire import turn_input
+
+    picture = ImageBlock(png(), "image/png")
+    history = (Message.user("a", "b", picture, "c"), Message.assistant("d", "e"),
+               Message.assistant(ToolUseBlock("c1", "zoom", {"id": "s1"})),
+               Message.user(ToolResultBlock("c1", (TextBlock("found"), picture))))
+
+    items = [wrapped["item"] for wrapped in history_items(history)]
+
+    expected = [dict(item) for item in _responses_items(history)]
+    expected[0] = {"type": "message", **expected[0]}
+    expected[1] = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "de"}]}
+    assert items == expected
+    saved: list[str] = []
+    turn = turn_input(history[0], lambda data, suffix: saved.append(suffix) or f"image.{suffix}")
+    assert [part.get("text", part.get("path")) for part in turn] == [
+        part if isinstance(part, str) else "image.png" for part in _joined(history[0].content)]
+
+
 def test_the_users_mcp_servers_are_named_one_by_one():
     config = '[mcp_servers.docs]\ncommand = "x"\n[mcp_servers.web-2]\ncommand = "y"\n'
 

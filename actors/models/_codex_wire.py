@@ -18,7 +18,6 @@ streams in tests/data/codex_app_server_*.jsonl).
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import tomllib
@@ -41,7 +40,7 @@ from ._errors import (
     Unreachable,
     _by_status,
 )
-from ._openai import _responses_input
+from ._openai import _data_url, _joined, _responses_items
 from ._types import (
     ImageBlock,
     Message,
@@ -171,24 +170,18 @@ def split(request: Request) -> Split:
 
 
 def history_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """The messages as ``thread/inject_items`` items: raw Responses API items, each wrapped
-    as ``{"item": ..., "retention": "default"}``, in the same order and joining as the
-    OpenAI API path (`_openai._responses_input`; cache marks mean nothing to OpenAI)."""
-    if not messages:
-        return []
-    probe = Request(model="-", system="", messages=messages if messages[0].role == "user"
-                    else (Message.user("-"),) + messages)
-    items = _responses_input(probe)
-    if messages[0].role != "user":
-        items = items[1:]
+    """The messages as ``thread/inject_items`` items: the Responses API items the OpenAI
+    API path sends (`_openai._responses_items`; cache marks mean nothing to OpenAI), each
+    wrapped as ``{"item": ..., "retention": "default"}``. The API takes a bare role and
+    text for a message; an injected item is a typed ``message`` with content parts."""
     out = []
-    for item in items:
+    for item in _responses_items(messages):
         if "role" in item:
             content = item["content"]
             if item["role"] == "assistant":
-                content = [{"type": "output_text", "text": content}] if content else []
-                if not content:
+                if not content:  # an assistant message of no text (its tool calls are items of their own)
                     continue
+                content = [{"type": "output_text", "text": content}]
             item = {"type": "message", "role": item["role"], "content": content}
         out.append({"item": item, "retention": "default"})
     return out
@@ -198,24 +191,15 @@ _SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/w
 
 
 def turn_input(message: Message | None, save_image: Callable[[bytes, str], str]) -> list[dict[str, Any]]:
-    """The turn's input items: text joined in runs, each image as a ``localImage`` item
-    naming a file `save_image(data, suffix)` wrote (Codex's own image input: the bytes
-    never pass on a command line or through the JSON-RPC pipe)."""
+    """The turn's input items: text joined in runs as the API path joins it
+    (`_openai._joined`), each image as a ``localImage`` item naming a file
+    `save_image(data, suffix)` wrote (Codex's own image input: the bytes never pass on a
+    command line or through the JSON-RPC pipe)."""
     if message is None:
         return []
-    out: list[dict[str, Any]] = []
-    run: list[str] = []
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            run.append(block.text)
-        elif isinstance(block, ImageBlock):
-            if run:
-                out.append({"type": "text", "text": "".join(run)})
-                run = []
-            out.append({"type": "localImage", "path": save_image(block.data, _SUFFIX[block.media_type])})
-    if run:
-        out.append({"type": "text", "text": "".join(run)})
-    return out
+    return [{"type": "text", "text": part} if isinstance(part, str)
+            else {"type": "localImage", "path": save_image(part.data, _SUFFIX[part.media_type])}
+            for part in _joined(message.content)]
 
 
 def tool_specs(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
@@ -244,10 +228,6 @@ def thread_params(request: Request, cwd: str, model: str | None) -> dict[str, An
     if model:
         params["model"] = model
     return params
-
-
-def _data_url(image: ImageBlock) -> str:
-    return f"data:{image.media_type};base64,{base64.b64encode(image.data).decode()}"
 
 
 def tool_response(result: ToolResultBlock) -> dict[str, Any]:
