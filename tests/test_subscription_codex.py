@@ -533,6 +533,16 @@ def test_a_provider_that_needs_no_openai_login_is_refused_by_a_subscription_deco
     assert "thread/start" not in replay.methods()
 
 
+def test_a_decoder_reads_nothing_before_it_is_attached():
+    """The base attaches the decoder before it reads the CLI's output (`_cli.CliConnection
+    ._start`); a line before that is a bug of the caller, said at once (the decoder used to
+    hold its answers, and would have started the thread in the process's own folder)."""
+    decoder = CodexDecoder(request("Say hello."), model=MODEL)
+
+    with pytest.raises(RuntimeError, match=r"attach\(\) comes before"):
+        decoder.feed(recorded("reply")[0])
+
+
 def test_a_line_that_is_not_json_is_a_protocol_error(tmp_path):
     replay = Replay(tmp_path, request("Say hello."))
 

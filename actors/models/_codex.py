@@ -33,7 +33,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -111,7 +110,7 @@ class CodexDecoder(Decoder):
     pending calls whose results go back as the JSON-RPC answer.
 
     `attach` gives it the run (for the images' folder) and the writer to the server's
-    stdin; until then what it would send waits (the first answer may come before)."""
+    stdin; the base calls it before it reads the first line."""
 
     def __init__(self, request: Request, *, model: str | None = None, effort: str | None = None,
                  provider: str = "codex", subscription: bool = True) -> None:
@@ -122,7 +121,6 @@ class CodexDecoder(Decoder):
         self.provider = provider
         self.parts = wire.split(request)
         self.thread_id: str | None = None
-        self.turn_id: str | None = None
         self.failure: dict[str, Any] | None = None  # the last error Codex will not retry
         self._usage_seen: dict[str, Any] | None = None
         self._streamed: dict[str, str] = {}  # agent message id -> text streamed so far
@@ -130,26 +128,16 @@ class CodexDecoder(Decoder):
         self._asked: dict[int, str] = {}  # our request id -> method
         self._run: Run | None = None
         self._write: Callable[[bytes], None] | None = None
-        self._held: list[bytes] = []
-        self._lock = threading.Lock()
+        self._images = itertools.count(1)  # the turn's image files, named in order
 
     # --- sending -------------------------------------------------------------------
 
     def attach(self, run: Run, write: Callable[[bytes], None]) -> None:
-        with self._lock:
-            self._run, self._write = run, write
-            held, self._held = self._held, []
-        for data in held:
-            write(data)
+        self._run, self._write = run, write
 
     def _send(self, message: dict[str, Any]) -> None:
-        data = _line(message)
-        with self._lock:
-            if self._write is None:
-                self._held.append(data)
-                return
-            write = self._write
-        write(data)
+        assert self._write is not None  # feed() checked
+        self._write(_line(message))
 
     def _ask(self, method: str, params: dict[str, Any]) -> None:
         number = next(self._ids)
@@ -163,6 +151,8 @@ class CodexDecoder(Decoder):
     # --- reading -------------------------------------------------------------------
 
     def feed(self, line: str) -> Iterable[Any]:
+        if self._run is None or self._write is None:
+            raise RuntimeError("CodexDecoder.attach() comes before the first line it reads")
         message = wire.parse_line(line)
         if "method" in message and "id" in message:
             return self._server_request(message)
@@ -191,8 +181,8 @@ class CodexDecoder(Decoder):
             problem = wire.login_problem(result, subscription=self.subscription)
             if problem:
                 return [self._error(NotLoggedIn, problem)]
-            folder = str(self._run.folder) if self._run is not None else "."
-            self._ask("thread/start", wire.thread_params(self.request, folder, self.model or None))
+            assert self._run is not None  # feed() checked
+            self._ask("thread/start", wire.thread_params(self.request, str(self._run.folder), self.model or None))
         elif method == "thread/start":
             self.thread_id = str((result.get("thread") or {}).get("id") or "")
             if not self.thread_id:
@@ -204,8 +194,6 @@ class CodexDecoder(Decoder):
                 self._start_turn()
         elif method == "thread/inject_items":
             self._start_turn()
-        elif method == "turn/start":
-            self.turn_id = self.turn_id or str((result.get("turn") or {}).get("id") or "") or None
         return []
 
     def _start_turn(self) -> None:
@@ -216,9 +204,8 @@ class CodexDecoder(Decoder):
         self._ask("turn/start", params)
 
     def _save_image(self, data: bytes, suffix: str) -> str:
-        assert self._run is not None, "attach() comes before the first answer is read"
-        count = len(list(self._run.folder.glob("image-*")))
-        path = self._run.folder / f"image-{count + 1}.{suffix}"
+        assert self._run is not None  # feed() checked
+        path = self._run.folder / f"image-{next(self._images)}.{suffix}"
         path.write_bytes(data)
         return str(path)
 
@@ -248,9 +235,6 @@ class CodexDecoder(Decoder):
             usage = wire.usage_between(total, self._usage_seen)
             self._usage_seen = total
             return [usage]
-        if method == "turn/started":
-            self.turn_id = str((params.get("turn") or {}).get("id") or "") or self.turn_id
-            return []
         if method == "error":
             if not params.get("willRetry"):
                 self.failure = params.get("error") or {}
