@@ -3,7 +3,8 @@ sends it to the fake model server, and recorded app-server streams.
 
 The binary is the pinned one (`npm ci --prefix tools/clis`, as CI does). Its CODEX_HOME
 holds a config.toml with a custom model provider at the fake server's Responses API (a
-dummy bearer token, no retries), so the real client runs end to end without a login.
+dummy bearer token, no retries), and the tests' connection selects it (the constructor's
+test-only `model_provider`), so the real client runs end to end without a login.
 The other homes stand for logins that cannot run here: none at all, an API key (which
 the connection refuses), and a ChatGPT login whose account check needs chatgpt.com.
 
@@ -28,9 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CODEX = ROOT / "tools" / "clis" / "node_modules" / ".bin" / "codex"
 DATA = ROOT / "tests" / "data"
 MODEL = "gpt-fake"
+FAKE_PROVIDER = "fake"
 
-__all__ = ["CODEX", "DATA", "MODEL", "api_key_home", "chatgpt_home", "codex_executable", "fake_home", "png",
-           "recorded"]
+__all__ = ["CODEX", "DATA", "FAKE_PROVIDER", "MODEL", "api_key_home", "chatgpt_home", "codex_executable",
+           "fake_connection", "fake_home", "png", "recorded"]
 
 
 def codex_executable() -> str:
@@ -42,12 +44,14 @@ def codex_executable() -> str:
 
 
 def fake_home(folder: Path, base_url: str) -> Path:
-    """A CODEX_HOME whose model provider is the fake server: no login needed, no retries."""
+    """A CODEX_HOME that defines the provider FAKE_PROVIDER at the fake server (no login
+    needed, no retries). It does not select it: a run uses it only when the connection
+    is made with ``model_provider=FAKE_PROVIDER`` (`fake_connection`); a production
+    connection forces OpenAI's provider."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.toml").write_text(
         f'model = "{MODEL}"\n'
-        'model_provider = "fake"\n'
-        "[model_providers.fake]\n"
+        f"[model_providers.{FAKE_PROVIDER}]\n"
         'name = "everchat fake model server"\n'
         f'base_url = "{base_url}"\n'
         'wire_api = "responses"\n'
@@ -55,6 +59,14 @@ def fake_home(folder: Path, base_url: str) -> Path:
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n", encoding="utf-8")
     return folder
+
+
+def fake_connection(**options: Any):
+    """A Codex connection to the pinned binary that runs on the fake server's provider
+    (`fake_home`); `options` as for `CodexConnection`."""
+    from everchat.actors.models._codex import CodexConnection
+
+    return CodexConnection(codex_executable(), model_provider=FAKE_PROVIDER, **options)
 
 
 def _b64(value: dict[str, Any]) -> str:
@@ -128,7 +140,8 @@ def _record_all() -> None:  # pragma: no cover - run by hand
 
     class Recording(_codex.CodexConnection):
         def decoder(self, request):
-            return Recorder(request, model=self.model_for(request), effort=self.effort_for(request))
+            return Recorder(request, model=self.model_for(request), effort=self.effort_for(request),
+                            subscription=False)
 
     zoom = ToolSpec("zoom", "Read a summary's sources.", {"type": "object", "properties": {"id": {"type": "string"}}})
     view = (Message.user("The view: an older exchange."), Message.assistant("An older answer."))
@@ -137,7 +150,7 @@ def _record_all() -> None:  # pragma: no cover - run by hand
         lines.clear()
         os.environ["CODEX_HOME"] = str(home)
         with tempfile.TemporaryDirectory() as state:
-            connection = Recording(codex_executable(), timeout=60, state_dir=state)
+            connection = Recording(codex_executable(), timeout=60, state_dir=state, model_provider=FAKE_PROVIDER)
             server.reset()
             server.script(*script)
             request = Request(model=MODEL, system="You are Everchat.", messages=view + (turn,), tools=(zoom,))

@@ -21,14 +21,26 @@ import pytest
 
 from polling import wait_until
 
-from codex_world import MODEL, api_key_home, chatgpt_home, codex_executable, fake_home, png, recorded
+from codex_world import (
+    FAKE_PROVIDER,
+    MODEL,
+    api_key_home,
+    chatgpt_home,
+    codex_executable,
+    fake_connection,
+    fake_home,
+    png,
+    recorded,
+)
 from everchat.actors.models import (
     BadRequest,
     ImageBlock,
     Message,
     ModelError,
+    ModelNotFound,
     ModelTimeout,
     NotLoggedIn,
+    Overloaded,
     ProtocolError,
     QuotaExceeded,
     RateLimited,
@@ -48,6 +60,7 @@ from everchat.actors.models import (
 )
 from everchat.actors.models._cli import scrubbed_environment
 from everchat.actors.models._cli_run import LIVE, Finished, Run
+from everchat.actors.models import _codex_wire as wire
 from everchat.actors.models._codex import CodexConnection, CodexDecoder
 from everchat.actors.models._codex_wire import (
     CONFIG,
@@ -81,7 +94,7 @@ def codex(server, tmp_path, monkeypatch):
     monkeypatch.setenv("CODEX_HOME", str(fake_home(tmp_path / "codex-home", server.openai_base_url)))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-reach-codex")
     monkeypatch.setenv("CODEX_API_KEY", "sk-must-not-reach-codex")
-    connection = connect_cli("codex", executable=codex_executable(), timeout=120, state_dir=tmp_path / "state")
+    connection = fake_connection(timeout=120, state_dir=tmp_path / "state")
     yield connection
     connection.close()
 
@@ -270,7 +283,7 @@ def test_a_timeout_reads_clearly(server, tmp_path, monkeypatch):
     monkeypatch.setenv("CODEX_HOME", str(fake_home(tmp_path / "codex-home", server.openai_base_url)))
     gate = server.gate()
     server.script(Reply(Text("too late"), gate=gate))
-    connection = connect_cli("codex", executable=codex_executable(), timeout=5, state_dir=tmp_path / "state")
+    connection = fake_connection(timeout=5, state_dir=tmp_path / "state")
     try:
         with pytest.raises(ModelTimeout) as caught:
             list(connection.stream(request("Say hello.")))
@@ -315,6 +328,38 @@ def test_a_quota_error_reads_clearly(codex, server):
         "plan (no fallback to API billing) (Quota exceeded. Check your plan and billing details.)")
 
 
+def test_the_real_binary_accepts_every_override_strictly(tmp_path, monkeypatch):
+    """The overrides as a run passes them, checked by the pinned codex itself: with
+    --strict-config (in argv) a key it does not know would fail here."""
+    import subprocess
+
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    connection = CodexConnection(codex_executable(), state_dir=tmp_path / "state")
+    argv = connection.argv(Run(folder=tmp_path, slot=None), request("Say hello."))
+    assert "--strict-config" in argv
+    at = argv.index("--listen")
+    checked = argv[:at] + argv[at + 2:] + ["--print-startup-config"]  # validates, starts no server
+
+    done = subprocess.run(checked, capture_output=True, text=True, timeout=60,
+                          env=connection.environment(Run(folder=tmp_path, slot=None), request("Say hello.")))
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["appServerVersion"] == "0.171.0"
+
+
+def test_an_override_codex_does_not_know_fails_the_call_instead_of_leaving_a_tool_on(codex, server, monkeypatch):
+    # a key renamed in another Codex version: without --strict-config codex ignores it silently
+    monkeypatch.setattr(wire, "CONFIG", wire.CONFIG + (("features.renamed_shell_tool", "false"),))
+    server.script(Reply(Text("must not be reached")))
+
+    with pytest.raises(ProtocolError) as caught:
+        list(codex.stream(request("Say hello.")))
+
+    assert str(caught.value).endswith(
+        "unknown configuration field `features.renamed_shell_tool` in -c/--config override")
+    assert server.model_calls == []
+
+
 # --- logins the real binary has here --------------------------------------------------------
 
 
@@ -325,6 +370,22 @@ def _stream_with_home(home: Path, tmp_path: Path, monkeypatch) -> None:
         list(connection.stream(request("Say hello.")))
     finally:
         connection.close()
+
+
+def test_a_custom_model_provider_in_the_users_config_is_not_used(server, tmp_path, monkeypatch):
+    """A user's own config.toml that routes Codex through another API (here the fake
+    server, with its own key in the file) must not be billed: the run forces OpenAI's
+    provider, which needs the ChatGPT login this home does not have."""
+    home = fake_home(tmp_path / "codex-home", server.openai_base_url)
+    config = home / "config.toml"
+    config.write_text(f'model_provider = "{FAKE_PROVIDER}"\n' + config.read_text(encoding="utf-8"), encoding="utf-8")
+    server.script(Reply(Text("billed through another API")))
+
+    with pytest.raises(NotLoggedIn) as caught:
+        _stream_with_home(home, tmp_path, monkeypatch)
+
+    assert "Codex is not logged in with a ChatGPT account" in str(caught.value)
+    assert server.model_calls == []
 
 
 def test_no_login_reads_clearly(tmp_path, monkeypatch):
@@ -354,6 +415,21 @@ def test_a_chatgpt_login_whose_account_cannot_be_checked_reads_clearly(tmp_path,
                                         "reachable? `codex login status` tells more)")
 
 
+@pytest.mark.parametrize("write, words", [
+    (lambda path: path.write_bytes(b'model = "caf\xe9"\n'), "is not UTF-8 text"),
+    (lambda path: path.mkdir(), "cannot be read (Is a directory)"),  # as root, no mode refuses a read
+], ids=["latin-1", "unreadable"])
+def test_a_config_toml_that_cannot_be_read_is_a_model_error(tmp_path, monkeypatch, write, words):
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    write(home / "config.toml")
+
+    with pytest.raises(ModelError) as caught:
+        _stream_with_home(home, tmp_path, monkeypatch)
+
+    assert f"Codex's config {home / 'config.toml'} {words}" in str(caught.value)
+
+
 def test_the_child_environment_has_no_api_keys(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     monkeypatch.setenv("CODEX_API_KEY", "sk-y")
@@ -371,8 +447,9 @@ def test_the_child_environment_has_no_api_keys(monkeypatch):
 class Replay:
     """A decoder fed a recorded stream, with what it writes back kept."""
 
-    def __init__(self, tmp_path: Path, req: Request) -> None:
-        self.decoder = CodexDecoder(req, model=MODEL)
+    def __init__(self, tmp_path: Path, req: Request, *, subscription: bool = False) -> None:
+        # recorded on the fake server's provider, which only the tests' connection accepts
+        self.decoder = CodexDecoder(req, model=MODEL, subscription=subscription)
         self.sent: list[dict] = []
         self.decoder.attach(Run(folder=tmp_path, slot=None), lambda data: self.sent.append(json.loads(data)))
 
@@ -447,6 +524,25 @@ def test_the_recorded_logins_read_clearly_and_start_no_thread(tmp_path, name, cl
     assert "thread/start" not in replay.methods()
 
 
+def test_a_provider_that_needs_no_openai_login_is_refused_by_a_subscription_decoder(tmp_path):
+    replay = Replay(tmp_path, request("Say hello."), subscription=True)
+
+    out = replay.play(recorded("reply"))
+
+    assert isinstance(out[-1], NotLoggedIn) and "not a ChatGPT subscription" in str(out[-1])
+    assert "thread/start" not in replay.methods()
+
+
+def test_a_decoder_reads_nothing_before_it_is_attached():
+    """The base attaches the decoder before it reads the CLI's output (`_cli.CliConnection
+    ._start`); a line before that is a bug of the caller, said at once (the decoder used to
+    hold its answers, and would have started the thread in the process's own folder)."""
+    decoder = CodexDecoder(request("Say hello."), model=MODEL)
+
+    with pytest.raises(RuntimeError, match=r"attach\(\) comes before"):
+        decoder.feed(recorded("reply")[0])
+
+
 def test_a_line_that_is_not_json_is_a_protocol_error(tmp_path):
     replay = Replay(tmp_path, request("Say hello."))
 
@@ -493,7 +589,9 @@ def test_a_chatgpt_account_may_run_and_others_may_not():
     # shapes from `codex app-server generate-json-schema` (GetAccountResponse)
     assert login_problem({"requiresOpenaiAuth": True, "account": {"type": "chatgpt", "email": "a@b.c",
                                                                    "planType": "plus"}}) is None
-    assert login_problem({"requiresOpenaiAuth": False, "account": None}) is None  # a custom provider
+    # a provider that needs no OpenAI login is some other API: refused, unless the tests chose it
+    assert "not a ChatGPT subscription" in login_problem({"requiresOpenaiAuth": False, "account": None})
+    assert login_problem({"requiresOpenaiAuth": False, "account": None}, subscription=False) is None
     assert "not logged in" in login_problem({"requiresOpenaiAuth": True, "account": None})
     assert "API key" in login_problem({"requiresOpenaiAuth": True, "account": {"type": "apiKey"}})
 
@@ -507,10 +605,20 @@ def test_a_chatgpt_account_may_run_and_others_may_not():
     ({"responseStreamDisconnected": {"httpStatusCode": None}}, Unreachable),
     ("contextWindowExceeded", BadRequest),
     ("other", ProtocolError),
-], ids=["usage-limit", "unauthorized", "http-401", "http-429", "http-502", "no-connection", "context", "other"])
+    # what is not Codex's own follows the API paths' reading of a status (_errors._by_status)
+    ({"httpConnectionFailed": {"httpStatusCode": 404}}, ModelNotFound),
+    ({"responseStreamConnectionFailed": {"httpStatusCode": 503}}, Overloaded),
+    ({"responseStreamConnectionFailed": {"httpStatusCode": 529}}, Overloaded),
+    ({"httpConnectionFailed": {"httpStatusCode": 408}}, ModelTimeout),
+    ({"responseStreamConnectionFailed": {"httpStatusCode": 504}}, ModelTimeout),
+    ({"httpConnectionFailed": {"httpStatusCode": 400}}, BadRequest),
+], ids=["usage-limit", "unauthorized", "http-401", "http-429", "http-502", "no-connection", "context", "other",
+        "http-404", "http-503", "http-529", "http-408", "http-504", "http-400"])
 def test_codex_error_kinds_map_to_our_classes(info, cls):
     # CodexErrorInfo from `codex app-server generate-json-schema` (ErrorNotification)
-    assert error_class({"message": "m", "codexErrorInfo": info})[0] is cls
+    found, advice = error_class({"message": "m", "codexErrorInfo": info})
+    assert found is cls
+    assert advice.startswith(("Codex", "the Codex", "the ChatGPT", "the view"))  # Codex's words, not an API key's
 
 
 def test_usage_counts_the_stretch_and_excludes_cached_input():
@@ -532,6 +640,29 @@ def test_the_history_keeps_tool_calls_and_results_as_responses_items():
         {"type": "function_call", "call_id": "c1", "name": "zoom", "arguments": '{"id": "s1"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "found"},
     ]
+
+
+def test_the_history_is_the_api_paths_items_and_the_turn_its_joined_runs(tmp_path):
+    """One builder for both paths (`_openai._responses_items`, `_openai._joined`): what the
+    API path sends for a view is what Codex injects, and a turn joins text as it does."""
+    from everchat.actors.models._openai import _joined, _responses_items
+    from everchat.actors.models._codex_wire import turn_input
+
+    picture = ImageBlock(png(), "image/png")
+    history = (Message.user("a", "b", picture, "c"), Message.assistant("d", "e"),
+               Message.assistant(ToolUseBlock("c1", "zoom", {"id": "s1"})),
+               Message.user(ToolResultBlock("c1", (TextBlock("found"), picture))))
+
+    items = [wrapped["item"] for wrapped in history_items(history)]
+
+    expected = [dict(item) for item in _responses_items(history)]
+    expected[0] = {"type": "message", **expected[0]}
+    expected[1] = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "de"}]}
+    assert items == expected
+    saved: list[str] = []
+    turn = turn_input(history[0], lambda data, suffix: saved.append(suffix) or f"image.{suffix}")
+    assert [part.get("text", part.get("path")) for part in turn] == [
+        part if isinstance(part, str) else "image.png" for part in _joined(history[0].content)]
 
 
 def test_the_users_mcp_servers_are_named_one_by_one():

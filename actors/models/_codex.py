@@ -1,10 +1,12 @@
 """Codex as the model: `codex app-server` over stdio, on the person's ChatGPT login.
 
-    codex app-server --listen stdio:// -c features.shell_tool=false -c ... (`_codex_wire.CONFIG`)
+    codex app-server --strict-config --listen stdio:// -c features.shell_tool=false -c ... (`_codex_wire.CONFIG`)
 
 Codex's app server is a JSON-RPC conversation, so the run is driven by `CodexDecoder`
 as the server answers: ``initialize``; ``account/read`` (a ChatGPT login is required:
-`NotLoggedIn` otherwise, and an API-key login is refused, never used); ``thread/start``
+`NotLoggedIn` otherwise, and an API-key login is refused, never used; the run forces
+Codex's OpenAI provider, so a custom ``model_provider`` in the user's config, another
+API, is never used); ``thread/start``
 (ephemeral, read-only sandbox, no approvals, the system prompt as base instructions, our
 tools as *dynamic tools*); ``thread/inject_items`` (the saved view, as the Responses
 items the API path sends); ``turn/start`` (the turn: its text, and its images as
@@ -31,7 +33,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -51,8 +52,25 @@ class CodexConnection(CliConnection):
 
     provider = "codex"
 
+    def __init__(self, executable: str, *, model_provider: str = wire.SUBSCRIPTION_PROVIDER, **options: Any) -> None:
+        """`options` as for `CliConnection`. `model_provider` is for the tests only: the
+        Codex provider the run forces, which must be OpenAI's (the ChatGPT login) for a
+        subscription; the tests name their fake server's, defined in their CODEX_HOME."""
+        super().__init__(executable, **options)
+        self.model_provider = model_provider
+
     def argv(self, run: Run, request: Request) -> list[str]:
-        return [self.executable, "app-server", "--listen", "stdio://", *wire.config_args(_user_config())]
+        # --strict-config: a `-c` key this codex does not know (renamed in another version)
+        # fails the run; without it codex ignores the key and the tool it meant stays on
+        return [self.executable, "app-server", "--strict-config", "--listen", "stdio://",
+                *wire.config_args(_user_config(), self.model_provider)]
+
+    def environment(self, run: Run, request: Request) -> dict[str, str]:
+        env = super().environment(run, request)
+        # codex's startup errors end in a Rust backtrace when these ask for one, and the
+        # call's error keeps only the tail of stderr: keep codex's own words there
+        env["RUST_BACKTRACE"] = env["RUST_LIB_BACKTRACE"] = "0"
+        return env
 
     def opening(self, run: Run, request: Request) -> bytes:
         return _line({"id": 0, "method": "initialize",
@@ -60,17 +78,26 @@ class CodexConnection(CliConnection):
 
     def decoder(self, request: Request) -> Decoder:
         return CodexDecoder(request, model=self.model_for(request), effort=self.effort_for(request),
-                            provider=self.provider)
+                            provider=self.provider,
+                            subscription=self.model_provider == wire.SUBSCRIPTION_PROVIDER)
 
 
 def _user_config() -> str:
-    """The text of the user's CODEX_HOME/config.toml ("" when there is none)."""
+    """The text of the user's CODEX_HOME/config.toml ("" when there is none). One that
+    exists but cannot be read is a `ModelError` (the call's error, not a crash)."""
     home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    path = os.path.join(home, "config.toml")
     try:
-        with open(os.path.join(home, "config.toml"), encoding="utf-8") as file:
+        with open(path, encoding="utf-8") as file:
             return file.read()
     except (FileNotFoundError, NotADirectoryError):
         return ""
+    except UnicodeDecodeError:
+        # codex itself would refuse it too: TOML is UTF-8
+        raise ModelError(f"Codex's config {path} is not UTF-8 text: fix or re-save it", provider="codex") from None
+    except OSError as error:
+        raise ModelError(f"Codex's config {path} cannot be read ({error.strerror}): its MCP servers must be "
+                         f"known to turn them off", provider="codex") from None
 
 
 def _line(message: dict[str, Any]) -> bytes:
@@ -83,17 +110,17 @@ class CodexDecoder(Decoder):
     pending calls whose results go back as the JSON-RPC answer.
 
     `attach` gives it the run (for the images' folder) and the writer to the server's
-    stdin; until then what it would send waits (the first answer may come before)."""
+    stdin; the base calls it before it reads the first line."""
 
     def __init__(self, request: Request, *, model: str | None = None, effort: str | None = None,
-                 provider: str = "codex") -> None:
+                 provider: str = "codex", subscription: bool = True) -> None:
         self.request = request
+        self.subscription = subscription  # False only on the tests' fake provider
         self.model = model or ""
         self.effort = wire.codex_effort(effort)
         self.provider = provider
         self.parts = wire.split(request)
         self.thread_id: str | None = None
-        self.turn_id: str | None = None
         self.failure: dict[str, Any] | None = None  # the last error Codex will not retry
         self._usage_seen: dict[str, Any] | None = None
         self._streamed: dict[str, str] = {}  # agent message id -> text streamed so far
@@ -101,26 +128,16 @@ class CodexDecoder(Decoder):
         self._asked: dict[int, str] = {}  # our request id -> method
         self._run: Run | None = None
         self._write: Callable[[bytes], None] | None = None
-        self._held: list[bytes] = []
-        self._lock = threading.Lock()
+        self._images = itertools.count(1)  # the turn's image files, named in order
 
     # --- sending -------------------------------------------------------------------
 
     def attach(self, run: Run, write: Callable[[bytes], None]) -> None:
-        with self._lock:
-            self._run, self._write = run, write
-            held, self._held = self._held, []
-        for data in held:
-            write(data)
+        self._run, self._write = run, write
 
     def _send(self, message: dict[str, Any]) -> None:
-        data = _line(message)
-        with self._lock:
-            if self._write is None:
-                self._held.append(data)
-                return
-            write = self._write
-        write(data)
+        assert self._write is not None  # feed() checked
+        self._write(_line(message))
 
     def _ask(self, method: str, params: dict[str, Any]) -> None:
         number = next(self._ids)
@@ -134,6 +151,8 @@ class CodexDecoder(Decoder):
     # --- reading -------------------------------------------------------------------
 
     def feed(self, line: str) -> Iterable[Any]:
+        if self._run is None or self._write is None:
+            raise RuntimeError("CodexDecoder.attach() comes before the first line it reads")
         message = wire.parse_line(line)
         if "method" in message and "id" in message:
             return self._server_request(message)
@@ -159,11 +178,11 @@ class CodexDecoder(Decoder):
             self._send({"method": "initialized"})
             self._ask("account/read", {})
         elif method == "account/read":
-            problem = wire.login_problem(result)
+            problem = wire.login_problem(result, subscription=self.subscription)
             if problem:
                 return [self._error(NotLoggedIn, problem)]
-            folder = str(self._run.folder) if self._run is not None else "."
-            self._ask("thread/start", wire.thread_params(self.request, folder, self.model or None))
+            assert self._run is not None  # feed() checked
+            self._ask("thread/start", wire.thread_params(self.request, str(self._run.folder), self.model or None))
         elif method == "thread/start":
             self.thread_id = str((result.get("thread") or {}).get("id") or "")
             if not self.thread_id:
@@ -175,8 +194,6 @@ class CodexDecoder(Decoder):
                 self._start_turn()
         elif method == "thread/inject_items":
             self._start_turn()
-        elif method == "turn/start":
-            self.turn_id = self.turn_id or str((result.get("turn") or {}).get("id") or "") or None
         return []
 
     def _start_turn(self) -> None:
@@ -187,9 +204,8 @@ class CodexDecoder(Decoder):
         self._ask("turn/start", params)
 
     def _save_image(self, data: bytes, suffix: str) -> str:
-        assert self._run is not None, "attach() comes before the first answer is read"
-        count = len(list(self._run.folder.glob("image-*")))
-        path = self._run.folder / f"image-{count + 1}.{suffix}"
+        assert self._run is not None  # feed() checked
+        path = self._run.folder / f"image-{next(self._images)}.{suffix}"
         path.write_bytes(data)
         return str(path)
 
@@ -219,9 +235,6 @@ class CodexDecoder(Decoder):
             usage = wire.usage_between(total, self._usage_seen)
             self._usage_seen = total
             return [usage]
-        if method == "turn/started":
-            self.turn_id = str((params.get("turn") or {}).get("id") or "") or self.turn_id
-            return []
         if method == "error":
             if not params.get("willRetry"):
                 self.failure = params.get("error") or {}

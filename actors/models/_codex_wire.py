@@ -18,7 +18,6 @@ streams in tests/data/codex_app_server_*.jsonl).
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import tomllib
@@ -30,6 +29,7 @@ from ._errors import (
     BadRequest,
     ModelError,
     ModelNotFound,
+    ModelTimeout,
     NotLoggedIn,
     Overloaded,
     ProtocolError,
@@ -38,8 +38,9 @@ from ._errors import (
     Refused,
     ServerError,
     Unreachable,
+    _by_status,
 )
-from ._openai import _responses_input
+from ._openai import _data_url, _joined, _responses_items
 from ._types import (
     ImageBlock,
     Message,
@@ -53,6 +54,8 @@ from ._types import (
 __all__ = [
     "CONFIG",
     "NOT_LOGGED_IN",
+    "NOT_SUBSCRIPTION",
+    "SUBSCRIPTION_PROVIDER",
     "Split",
     "codex_effort",
     "config_args",
@@ -94,18 +97,31 @@ CONFIG: tuple[tuple[str, str], ...] = (
     ("approval_policy", '"never"'),
 )
 """The ``-c key=value`` overrides every run passes (they win over the user's config.toml;
-the login in CODEX_HOME is left as it is). Checked with ``--strict-config``. The MCP
-servers of the user's own config are turned off one by one (`mcp_overrides`)."""
+the login in CODEX_HOME is left as it is). The run passes ``--strict-config``, so codex
+refuses a key it does not know (one renamed in another version) instead of ignoring it and
+leaving that tool on. The MCP servers of the user's own config are turned off one by one
+(`mcp_overrides`)."""
 
 NOT_LOGGED_IN = ("Codex is not logged in with a ChatGPT account: run `codex login` (the subscription "
                  "connection never falls back to an API key)")
 
 
-def config_args(user_config: str = "") -> list[str]:
+NOT_SUBSCRIPTION = ("Codex's model provider needs no OpenAI login, so it is some other API, not a ChatGPT "
+                    "subscription: the subscription connection runs only on the ChatGPT login")
+
+SUBSCRIPTION_PROVIDER = "openai"
+"""Codex's built-in provider: the only one a ChatGPT login pays for."""
+
+
+def config_args(user_config: str = "", model_provider: str = SUBSCRIPTION_PROVIDER) -> list[str]:
     """The command-line overrides, as ``-c key=value`` pairs; `user_config` is the text of
-    the user's CODEX_HOME/config.toml, whose MCP servers are turned off."""
+    the user's CODEX_HOME/config.toml, whose MCP servers are turned off. The provider is
+    forced (a ``model_provider`` in the user's config could route the run through another,
+    billed API); only the tests name another one, their fake server's."""
+    if not _BARE.match(model_provider):
+        raise ValueError(f"not a Codex provider name: {model_provider!r}")
     args: list[str] = []
-    for key, value in CONFIG + mcp_overrides(user_config):
+    for key, value in CONFIG + (("model_provider", f'"{model_provider}"'),) + mcp_overrides(user_config):
         args += ["-c", f"{key}={value}"]
     return args
 
@@ -154,24 +170,18 @@ def split(request: Request) -> Split:
 
 
 def history_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """The messages as ``thread/inject_items`` items: raw Responses API items, each wrapped
-    as ``{"item": ..., "retention": "default"}``, in the same order and joining as the
-    OpenAI API path (`_openai._responses_input`; cache marks mean nothing to OpenAI)."""
-    if not messages:
-        return []
-    probe = Request(model="-", system="", messages=messages if messages[0].role == "user"
-                    else (Message.user("-"),) + messages)
-    items = _responses_input(probe)
-    if messages[0].role != "user":
-        items = items[1:]
+    """The messages as ``thread/inject_items`` items: the Responses API items the OpenAI
+    API path sends (`_openai._responses_items`; cache marks mean nothing to OpenAI), each
+    wrapped as ``{"item": ..., "retention": "default"}``. The API takes a bare role and
+    text for a message; an injected item is a typed ``message`` with content parts."""
     out = []
-    for item in items:
+    for item in _responses_items(messages):
         if "role" in item:
             content = item["content"]
             if item["role"] == "assistant":
-                content = [{"type": "output_text", "text": content}] if content else []
-                if not content:
+                if not content:  # an assistant message of no text (its tool calls are items of their own)
                     continue
+                content = [{"type": "output_text", "text": content}]
             item = {"type": "message", "role": item["role"], "content": content}
         out.append({"item": item, "retention": "default"})
     return out
@@ -181,24 +191,15 @@ _SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/w
 
 
 def turn_input(message: Message | None, save_image: Callable[[bytes, str], str]) -> list[dict[str, Any]]:
-    """The turn's input items: text joined in runs, each image as a ``localImage`` item
-    naming a file `save_image(data, suffix)` wrote (Codex's own image input: the bytes
-    never pass on a command line or through the JSON-RPC pipe)."""
+    """The turn's input items: text joined in runs as the API path joins it
+    (`_openai._joined`), each image as a ``localImage`` item naming a file
+    `save_image(data, suffix)` wrote (Codex's own image input: the bytes never pass on a
+    command line or through the JSON-RPC pipe)."""
     if message is None:
         return []
-    out: list[dict[str, Any]] = []
-    run: list[str] = []
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            run.append(block.text)
-        elif isinstance(block, ImageBlock):
-            if run:
-                out.append({"type": "text", "text": "".join(run)})
-                run = []
-            out.append({"type": "localImage", "path": save_image(block.data, _SUFFIX[block.media_type])})
-    if run:
-        out.append({"type": "text", "text": "".join(run)})
-    return out
+    return [{"type": "text", "text": part} if isinstance(part, str)
+            else {"type": "localImage", "path": save_image(part.data, _SUFFIX[part.media_type])}
+            for part in _joined(message.content)]
 
 
 def tool_specs(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
@@ -227,10 +228,6 @@ def thread_params(request: Request, cwd: str, model: str | None) -> dict[str, An
     if model:
         params["model"] = model
     return params
-
-
-def _data_url(image: ImageBlock) -> str:
-    return f"data:{image.media_type};base64,{base64.b64encode(image.data).decode()}"
 
 
 def tool_response(result: ToolResultBlock) -> dict[str, Any]:
@@ -296,17 +293,27 @@ def error_class(error: Mapping[str, Any]) -> tuple[type[ModelError], str]:
         inner = next(iter(info.values()))
         if isinstance(inner, Mapping):
             status = inner.get("httpStatusCode")
-    if status in (401, 403):
+    if status in (401, 403):  # the ChatGPT login, not an API key (which _by_status means)
         return NotLoggedIn, NOT_LOGGED_IN
-    if status == 429:
-        return RateLimited, "Codex is rate limited; try again later"
-    if isinstance(status, int) and status >= 500:
-        return ServerError, "the Codex backend failed on its side"
     if isinstance(status, int) and status >= 400:
-        return BadRequest, "Codex's backend rejected the request"
+        # the status alone: Codex's message is its own words, not an API error body
+        cls = _by_status(status, "", "", "")
+        return cls, _ADVICE.get(cls, "Codex failed")
     if isinstance(info, Mapping) and info:
         return Unreachable, "Codex could not reach its backend"
     return ProtocolError, "Codex failed"
+
+
+_ADVICE: dict[type[ModelError], str] = {
+    # the classes `_errors._by_status` gives a status, in Codex's words
+    QuotaExceeded: _BY_INFO["usageLimitExceeded"][1],
+    RateLimited: _BY_INFO["rateLimitExceeded"][1],
+    ModelNotFound: _BY_INFO["modelNotFound"][1],
+    Overloaded: _BY_INFO["serverOverloaded"][1],
+    ModelTimeout: "the Codex backend did not answer in time; try again later",
+    BadRequest: _BY_INFO["badRequest"][1],
+    ServerError: _BY_INFO["internalServerError"][1],
+}
 
 
 def error_detail(error: Mapping[str, Any]) -> str:
@@ -317,12 +324,13 @@ def error_detail(error: Mapping[str, Any]) -> str:
     return " ".join(" ".join(parts).split())[:300]
 
 
-def login_problem(account: Mapping[str, Any]) -> str | None:
-    """Why an ``account/read`` result cannot serve a subscription run (None: it can). A
-    provider that needs no OpenAI login (a custom ``model_provider``, as in the tests)
-    passes; the OpenAI provider needs a ChatGPT account, never an API key."""
+def login_problem(account: Mapping[str, Any], *, subscription: bool = True) -> str | None:
+    """Why an ``account/read`` result cannot serve a subscription run (None: it can). The
+    OpenAI provider needs a ChatGPT account, never an API key. A provider that needs no
+    OpenAI login is another API and is refused, unless `subscription` is False: only
+    the tests' connection, on its fake server's provider (`config_args`)."""
     if not account.get("requiresOpenaiAuth"):
-        return None
+        return None if not subscription else NOT_SUBSCRIPTION
     kind = (account.get("account") or {}).get("type")
     if kind is None:
         return NOT_LOGGED_IN

@@ -15,7 +15,7 @@ import base64
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ._errors import MissingKey, ModelTimeout, ProtocolError, from_openai, stream_error
@@ -23,6 +23,7 @@ from ._types import (
     Connection,
     Event,
     ImageBlock,
+    Message,
     Request,
     Stop,
     TextBlock,
@@ -145,8 +146,14 @@ def _responses_content(blocks: Any) -> list[dict[str, Any]]:
 
 
 def _responses_input(request: Request) -> list[dict[str, Any]]:
+    return _responses_items(request.messages)
+
+
+def _responses_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as Responses API input items (also what the Codex subscription path
+    injects as a thread's history: `_codex_wire.history_items`)."""
     items: list[dict[str, Any]] = []
-    for message in request.messages:
+    for message in messages:
         pending: list[Any] = []  # user text and images, kept together in one message
 
         def flush() -> None:
