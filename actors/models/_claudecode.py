@@ -215,8 +215,20 @@ class ClaudeDecoder(Decoder):
         return []
 
     def _init(self, event: dict[str, Any]) -> list[Any]:
-        """Claude Code's first line: whether our tool bridge started (else the model would
-        answer without zoom and the run would have no lifeline)."""
+        """Claude Code's first line, before any model request is answered: the credential it
+        will use (anything but the subscription login is billed per token: "never a paid
+        fallback" must hold whatever login or settings the person has), and whether our tool
+        bridge started (else the model would answer without zoom and the run would have no
+        lifeline)."""
+        # Its documented values: "none" (a claude.ai login, a bearer token), else an API key
+        # from ANTHROPIC_API_KEY (or CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR), an apiKeyHelper, or
+        # "/login managed key" (a Console login). Absent on older CLIs: then nothing to check.
+        source = event.get("apiKeySource")
+        if source is not None and source != "none":
+            return [self._error(NotLoggedIn, f"Claude Code is using an API key (apiKeySource={source}), not a "
+                                             f"subscription login: every call would be billed per token. Run "
+                                             f"`claude`, /logout and /login with the subscription account "
+                                             f"(and remove any apiKeyHelper)")]
         for server in event.get("mcp_servers") or []:
             if isinstance(server, dict) and server.get("name") == SERVER and server.get("status") == "failed":
                 return [self._error(ProtocolError, "Claude Code could not start Everchat's tool bridge "
