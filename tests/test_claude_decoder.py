@@ -3,11 +3,21 @@ recorded from the real `claude`): what each says about the login and the errors.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from everchat.actors.models import NotLoggedIn
+from everchat.actors.models import (
+    BadRequest,
+    ModelNotFound,
+    ModelTimeout,
+    NotLoggedIn,
+    Overloaded,
+    QuotaExceeded,
+    RateLimited,
+    ServerError,
+)
 from everchat.actors.models._claudecode import ClaudeDecoder
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -33,3 +43,71 @@ def test_an_init_line_without_the_field_is_not_refused():
     line = RECORDED_INIT.replace('"apiKeySource":"none",', "")
     assert "apiKeySource" not in line
     assert ClaudeDecoder().feed(line) == []
+
+
+# --- a failed call: the API path's classes, but for the login and the plan's own limit ------
+
+QUOTA_LINES = (SAMPLES / "claude_code_quota.jsonl").read_text().splitlines()
+
+
+def failed(status: int, kind: str, error: str, text: str) -> Exception:
+    """The recorded usage-limit run with another failure in its `assistant` and `result`
+    lines (the fields the pinned binary fills: `error`, api_error_status/_type, the text)."""
+    decoder = ClaudeDecoder("claudecode", "m")
+    items: list = []
+    for line in QUOTA_LINES:
+        event = json.loads(line)
+        if event.get("type") == "assistant":
+            event.update(error=error, api_error_status=status, api_error_type=kind, api_error=None)
+            event["message"]["content"] = [{"type": "text", "text": text}]
+        elif event.get("type") == "result":
+            event.update(api_error_status=status, api_error_type=kind, api_error=None, result=text)
+        elif event.get("type") == "rate_limit_event":
+            continue  # the plan's limit only
+        items += decoder.feed(json.dumps(event))
+    (error_,) = [i for i in items if isinstance(i, Exception)]
+    return error_
+
+
+# The texts are what the pinned binary printed for the fake's faults (CLAUDE_CODE_MAX_RETRIES=0).
+RATE = ("API Error: Server is temporarily limiting requests (not your usage limit) · Number of request tokens "
+        "has exceeded your per-minute rate limit.")
+
+
+@pytest.mark.parametrize("status, kind, error, text, expected", [
+    (429, "rate_limit_error", "rate_limit", RATE, RateLimited),
+    (504, "api_error", "server_error", "API Error: 504 Gateway Timeout", ModelTimeout),
+    (408, "", "unknown", "API Error: 408 Request Timeout", ModelTimeout),
+    (529, "overloaded_error", "server_error", "API Error: 529 Overloaded. This is a server-side issue", Overloaded),
+    (500, "api_error", "server_error", "API Error: 500 Internal server error.", ServerError),
+    (404, "not_found_error", "model_not_found", "There's an issue with the selected model (m).", ModelNotFound),
+    (402, "billing_error", "billing_error", "Credit balance is too low", QuotaExceeded),
+    (400, "invalid_request_error", "invalid_request", "API Error: 400 prompt is too long", BadRequest),
+])
+def test_a_failed_call_reads_as_on_the_api_path(status, kind, error, text, expected):
+    error_ = failed(status, kind, error, text)
+    assert type(error_) is expected and error_.retryable == expected.retryable
+    assert error_.status == status
+    assert text[:40] in str(error_)  # Claude Code's own words
+    assert "API_KEY" not in str(error_)  # a subscription has no key to set
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_login_reads_as_not_logged_in(status):
+    error_ = failed(status, "authentication_error", "authentication_failed", "Invalid bearer token")
+    assert isinstance(error_, NotLoggedIn) and "run `claude` and /login" in str(error_)
+
+
+def test_the_plans_usage_limit_reads_as_quota_with_its_reset_time():
+    items = [i for line in QUOTA_LINES for i in ClaudeDecoder("claudecode", "m").feed(line)]
+    (error_,) = [i for i in items if isinstance(i, Exception)]
+    assert type(error_) is QuotaExceeded and not error_.retryable
+    assert "usage limit is reached" in str(error_) and "resets 3:45pm" in str(error_)
+
+
+def test_the_shared_helper_never_asks_a_subscription_for_a_key():
+    from everchat.actors.models._errors import error_for_status
+
+    error_ = error_for_status(401, "invalid bearer", provider="claudecode", model="m", kind="authentication_error")
+    assert isinstance(error_, NotLoggedIn) and "log in again with the CLI" in str(error_)
+    assert "API_KEY" not in str(error_)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cli import CliConnection, Decoder, Finished, Run, ToolsAsked
-from ._errors import BadRequest, ModelNotFound, NotLoggedIn, Overloaded, ProtocolError, QuotaExceeded, ServerError
+from ._errors import NotLoggedIn, ProtocolError, QuotaExceeded, error_for_status
 from ._types import (
     ImageBlock,
     Message,
@@ -260,29 +260,29 @@ class ClaudeDecoder(Decoder):
         if not event.get("is_error"):
             reason = str(event.get("stop_reason") or "end_turn")
             return [Finished(reason, incomplete=reason in ("max_tokens", "refusal"))]
-        return [self.failure(str(event.get("result") or event.get("subtype") or ""), event.get("api_error_status"))]
+        return [self.failure(str(event.get("result") or event.get("subtype") or ""), event.get("api_error_status"),
+                             kind=str(event.get("api_error_type") or ""), code=str(event.get("api_error") or ""))]
 
-    def failure(self, text: str, status: Any = None) -> Exception:
-        """The error for a failed result: its text, the HTTP status Claude Code saw."""
+    def failure(self, text: str, status: Any = None, *, kind: str = "", code: str = "") -> Exception:
+        """The error for a failed result: its text, the HTTP status, error type and code Claude
+        Code saw. Only the login and the plan's own limit read otherwise than on the API path."""
         status = status if isinstance(status, int) else None
-        low = f"{text} {self._failure}".lower()
+        code = " ".join(part for part in (code, self._failure) if part)
+        low = f"{text} {code}".lower()
         shown = " ".join(text.split())[:300]
         if "not logged in" in low or "authentication_failed" in low or "/login" in low or status in (401, 403):
             return self._error(NotLoggedIn, f"Claude Code is not logged in: run `claude` and /login with the "
                                             f"subscription account ({shown})", status)
-        if "limit" in low and ("usage" in low or "hit your" in low or "reset" in low) or status == 429 \
-                or "rate_limit" in low or "billing" in low:
+        # The plan's limit ("You've hit your 5-hour limit · resets 3:45pm", api_error
+        # usage_limit_reached) waits for its reset. A server's rate limit is a 429 too, and its
+        # words even say "(not your usage limit)": that one is RateLimited, retryable.
+        if "usage_limit" in code or "limit" in low and ("hit your" in low or "resets" in low):
             return self._error(QuotaExceeded, f"the subscription's usage limit is reached; wait for it to reset "
                                               f"({shown})", status)
-        if status == 404 or "not_found" in low or "model" in low and "not" in low and "found" in low:
-            return self._error(ModelNotFound, f"Claude Code cannot use this model ({shown})", status)
-        if status in (529, 503) or "overload" in low:
-            return self._error(Overloaded, f"Claude is overloaded; try again later ({shown})", status)
-        if status is not None and status >= 500:
-            return self._error(ServerError, f"Claude failed on its side ({shown})", status)
-        if status in (400, 413, 422):
-            return self._error(BadRequest, f"the request was rejected ({shown})", status)
-        return self._error(ProtocolError, f"Claude Code failed: {shown or 'no reason given'}", status)
+        error = error_for_status(status, shown, provider=self.provider, model=self.model, kind=kind, code=code)
+        if type(error) is ProtocolError:  # nothing the API path knows (a max-turns stop, …): its words
+            return self._error(ProtocolError, f"Claude Code failed: {shown or 'no reason given'}", status)
+        return error
 
     def end(self, returncode: int | None, stderr: str) -> Iterable[Any]:
         tail = " ".join(stderr.split())[-300:]
