@@ -111,3 +111,28 @@ def test_the_shared_helper_never_asks_a_subscription_for_a_key():
     error_ = error_for_status(401, "invalid bearer", provider="claudecode", model="m", kind="authentication_error")
     assert isinstance(error_, NotLoggedIn) and "log in again with the CLI" in str(error_)
     assert "API_KEY" not in str(error_)
+
+
+# --- one copy of the Messages API's shapes ---------------------------------------------------
+
+
+def test_claude_code_uses_the_api_paths_effort_image_and_usage_helpers():
+    from everchat.actors.models import _anthropic, _claudecode
+
+    assert _claudecode._EFFORT is _anthropic._EFFORT
+    assert _claudecode._image is _anthropic._image
+    assert _claudecode._usage is _anthropic._usage
+
+
+def test_the_shared_usage_reads_the_sdks_objects_and_claude_codes_json_alike():
+    from types import SimpleNamespace
+
+    from everchat.actors.models import Usage
+    from everchat.actors.models._anthropic import _usage
+
+    before = Usage(input=1, output=2, cache_read=3, cache_write=4)
+    raw = {"input_tokens": 10, "output_tokens": None, "cache_read_input_tokens": 7}
+    expected = Usage(input=10, output=2, cache_read=7, cache_write=4)  # what is missing stays
+    assert _usage(raw, before) == expected
+    assert _usage(SimpleNamespace(**raw), before) == expected
+    assert _usage(None, before) == before

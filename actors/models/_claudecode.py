@@ -21,12 +21,12 @@ text as it comes and the `result` for how the call ended.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ._anthropic import _EFFORT, _image, _usage  # the Messages API's shapes, as on the API path
 from ._cli import CliConnection, Decoder, Finished, Run, ToolsAsked
 from ._errors import NotLoggedIn, ProtocolError, QuotaExceeded, error_for_status
 from ._types import (
@@ -51,7 +51,6 @@ MAX_MARKS = 1
 the conversation itself, on every model call of a run, and leaves earlier marks in place:
 a fourth of ours would break the API's limit of four once a tool result comes back."""
 _MIN_BUDGET = 1024  # the API's smallest thinking budget
-_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 
 
 class ClaudeCodeConnection(CliConnection):
@@ -117,11 +116,6 @@ def _thinking_budget(effort: str | None, max_tokens: int) -> int:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
-
-
-def _image(block: ImageBlock) -> dict[str, Any]:
-    return {"type": "image", "source": {"type": "base64", "media_type": block.media_type,
-                                        "data": base64.b64encode(block.data).decode()}}
 
 
 def _blocks(message: Message) -> list[tuple[dict[str, Any], bool]]:
@@ -290,15 +284,3 @@ class ClaudeDecoder(Decoder):
             return [self.failure(tail)]
         return ()
 
-
-def _usage(raw: Any, before: Usage) -> Usage:
-    if not isinstance(raw, dict):
-        return before
-
-    def pick(name: str, old: int) -> int:
-        value = raw.get(name)
-        return old if not isinstance(value, int) else value
-
-    return Usage(input=pick("input_tokens", before.input), output=pick("output_tokens", before.output),
-                 cache_read=pick("cache_read_input_tokens", before.cache_read),
-                 cache_write=pick("cache_creation_input_tokens", before.cache_write))
