@@ -136,3 +136,28 @@ def test_the_shared_usage_reads_the_sdks_objects_and_claude_codes_json_alike():
     assert _usage(raw, before) == expected
     assert _usage(SimpleNamespace(**raw), before) == expected
     assert _usage(None, before) == before
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_the_command_line_asks_for_the_bridge_command_once_and_its_mcp_config_holds_it(tmp_path):
+    from everchat.actors.models import ClaudeCodeConnection, Message, Request
+    from everchat.actors.models._cli import Run
+
+    asked = []
+
+    class Counting(ClaudeCodeConnection):
+        def bridge_command(self, run):
+            asked.append(run)
+            return ["/bin/bridge", "--in", str(run.folder), f"call-{len(asked)}"]
+
+    run = Run(folder=tmp_path, slot=None)
+    argv = Counting("claude", state_dir=tmp_path / "state").argv(run, Request(model="m", system="s",
+                                                                              messages=(Message.user("x"),)))
+    assert len(asked) == 1
+    config = json.loads((tmp_path / "mcp.json").read_text())
+    assert config["mcpServers"]["everchat"] == {"type": "stdio", "command": "/bin/bridge",
+                                                "args": ["--in", str(tmp_path), "call-1"]}
+    assert argv[argv.index("--mcp-config") + 1] == str(tmp_path / "mcp.json")
+    assert (tmp_path / "system.txt").read_text() == "s"

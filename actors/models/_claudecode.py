@@ -61,8 +61,10 @@ class ClaudeCodeConnection(CliConnection):
     announces_tool_turns = True
 
     def argv(self, run: Run, request: Request) -> list[str]:
-        config = {"mcpServers": {SERVER: {"type": "stdio", "command": self.bridge_command(run)[0],
-                                          "args": self.bridge_command(run)[1:]}}}
+        # The base has no hook before the start, so the two files the command line names are
+        # written here, into the run's own fresh folder.
+        command, *args = self.bridge_command(run)  # once: the command and its arguments agree
+        config = {"mcpServers": {SERVER: {"type": "stdio", "command": command, "args": args}}}
         (run.folder / "mcp.json").write_text(json.dumps(config), encoding="utf-8")
         # an empty system prompt would bring back Claude Code's own long one
         (run.folder / "system.txt").write_text(request.system or "You are a helpful assistant.", encoding="utf-8")
