@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from claude_world import MODEL, claude_binary, claude_env, fake, login_env  # noqa: F401 - fixtures
+from claude_world import MODEL, TOKEN, claude_binary, claude_env, fake, login_env  # noqa: F401 - fixtures
 from cli_world import env, everchat  # noqa: F401 - fixture
 from everchat.actors.models import (
     ImageBlock,
@@ -27,7 +27,7 @@ from everchat.actors.models import (
     connect_cli,
 )
 from everchat.actors.prompt import memory_tools, view_blocks
-from everchat.tools.fakemodel import Reply, Text, ToolCall as FakeToolCall, UsageLimit
+from everchat.tools.fakemodel import FakeModelServer, Reply, Text, ToolCall as FakeToolCall, UsageLimit
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 
@@ -107,6 +107,25 @@ def test_no_login_reads_as_not_logged_in_and_asks_nothing(tmp_path, fake, monkey
     with pytest.raises(NotLoggedIn, match="/login"):
         list(conn.stream(ask("hello")))
     assert fake.model_calls == []  # no fallback to the API key
+
+
+def test_a_console_api_key_login_is_refused_before_it_bills(tmp_path, monkeypatch):
+    """A Console login saves an API key (`primaryApiKey`) where a subscription login saves an
+    OAuth token: Claude Code then reports apiKeySource "/login managed key" and calls with
+    `x-api-key`. The fake accepts that key here, as the real API would (and bill it)."""
+    console_key = "sk-ant-api03-a-console-login-key"
+    with FakeModelServer(api_keys=(TOKEN, console_key), chunk_tokens=2) as server:
+        server.rule(lambda request: Reply(Text("Billed per token.")))
+        for name, value in login_env(tmp_path, server, logged_in=False).items():
+            monkeypatch.setenv(name, value)
+        config = tmp_path / "claude-home" / ".claude" / ".claude.json"  # as /login writes it
+        config.write_text(json.dumps({"primaryApiKey": console_key}))
+        conn = connect_cli("claudecode", executable=claude_binary(), timeout=120, state_dir=tmp_path / "state")
+        try:
+            with pytest.raises(NotLoggedIn, match=r"API key \(apiKeySource=/login managed key\), not a subscription"):
+                list(conn.stream(ask("hello")))
+        finally:
+            conn.close()
 
 
 def test_api_key_variables_never_reach_the_cli(connection, fake, monkeypatch):

@@ -45,12 +45,17 @@ def _marked(block: dict[str, Any], cache: bool) -> dict[str, Any]:
     return block
 
 
+def _image(block: ImageBlock) -> dict[str, Any]:
+    """An image content block, unmarked (Claude Code's stream-json input takes the same)."""
+    source = {"type": "base64", "media_type": block.media_type, "data": base64.b64encode(block.data).decode()}
+    return {"type": "image", "source": source}
+
+
 def _part(block: Any) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return _marked({"type": "text", "text": block.text}, block.cache)
     if isinstance(block, ImageBlock):
-        source = {"type": "base64", "media_type": block.media_type, "data": base64.b64encode(block.data).decode()}
-        return _marked({"type": "image", "source": source}, block.cache)
+        return _marked(_image(block), block.cache)
     if isinstance(block, ToolUseBlock):
         return _marked({"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)},
                        block.cache)
@@ -181,13 +186,14 @@ def _arguments(text: str, name: str, request: Request) -> dict[str, Any]:
 
 
 def _usage(raw: Any, before: Usage) -> Usage:
-    """Usage with the numbers `raw` has (message_delta repeats or updates them)."""
+    """Usage with the numbers `raw` has (message_delta repeats or updates them): the SDK's
+    usage object here, the same event's JSON (a dict) in Claude Code's stream."""
     if raw is None:
         return before
 
     def pick(name: str, old: int) -> int:
-        value = getattr(raw, name, None)
-        return old if value is None else int(value)
+        value = raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+        return value if isinstance(value, int) else old
 
     return Usage(
         input=pick("input_tokens", before.input),

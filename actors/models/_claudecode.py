@@ -21,14 +21,14 @@ text as it comes and the `result` for how the call ended.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ._anthropic import _EFFORT, _image, _usage  # the Messages API's shapes, as on the API path
 from ._cli import CliConnection, Decoder, Finished, Run, ToolsAsked
-from ._errors import BadRequest, ModelNotFound, NotLoggedIn, Overloaded, ProtocolError, QuotaExceeded, ServerError
+from ._errors import NotLoggedIn, ProtocolError, QuotaExceeded, error_for_status
 from ._types import (
     ImageBlock,
     Message,
@@ -51,7 +51,6 @@ MAX_MARKS = 1
 the conversation itself, on every model call of a run, and leaves earlier marks in place:
 a fourth of ours would break the API's limit of four once a tool result comes back."""
 _MIN_BUDGET = 1024  # the API's smallest thinking budget
-_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 
 
 class ClaudeCodeConnection(CliConnection):
@@ -62,8 +61,10 @@ class ClaudeCodeConnection(CliConnection):
     announces_tool_turns = True
 
     def argv(self, run: Run, request: Request) -> list[str]:
-        config = {"mcpServers": {SERVER: {"type": "stdio", "command": self.bridge_command(run)[0],
-                                          "args": self.bridge_command(run)[1:]}}}
+        # The base has no hook before the start, so the two files the command line names are
+        # written here, into the run's own fresh folder.
+        command, *args = self.bridge_command(run)  # once: the command and its arguments agree
+        config = {"mcpServers": {SERVER: {"type": "stdio", "command": command, "args": args}}}
         (run.folder / "mcp.json").write_text(json.dumps(config), encoding="utf-8")
         # an empty system prompt would bring back Claude Code's own long one
         (run.folder / "system.txt").write_text(request.system or "You are a helpful assistant.", encoding="utf-8")
@@ -117,11 +118,6 @@ def _thinking_budget(effort: str | None, max_tokens: int) -> int:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
-
-
-def _image(block: ImageBlock) -> dict[str, Any]:
-    return {"type": "image", "source": {"type": "base64", "media_type": block.media_type,
-                                        "data": base64.b64encode(block.data).decode()}}
 
 
 def _blocks(message: Message) -> list[tuple[dict[str, Any], bool]]:
@@ -215,8 +211,20 @@ class ClaudeDecoder(Decoder):
         return []
 
     def _init(self, event: dict[str, Any]) -> list[Any]:
-        """Claude Code's first line: whether our tool bridge started (else the model would
-        answer without zoom and the run would have no lifeline)."""
+        """Claude Code's first line, before any model request is answered: the credential it
+        will use (anything but the subscription login is billed per token: "never a paid
+        fallback" must hold whatever login or settings the person has), and whether our tool
+        bridge started (else the model would answer without zoom and the run would have no
+        lifeline)."""
+        # Its documented values: "none" (a claude.ai login, a bearer token), else an API key
+        # from ANTHROPIC_API_KEY (or CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR), an apiKeyHelper, or
+        # "/login managed key" (a Console login). Absent on older CLIs: then nothing to check.
+        source = event.get("apiKeySource")
+        if source is not None and source != "none":
+            return [self._error(NotLoggedIn, f"Claude Code is using an API key (apiKeySource={source}), not a "
+                                             f"subscription login: every call would be billed per token. Run "
+                                             f"`claude`, /logout and /login with the subscription account "
+                                             f"(and remove any apiKeyHelper)")]
         for server in event.get("mcp_servers") or []:
             if isinstance(server, dict) and server.get("name") == SERVER and server.get("status") == "failed":
                 return [self._error(ProtocolError, "Claude Code could not start Everchat's tool bridge "
@@ -248,29 +256,29 @@ class ClaudeDecoder(Decoder):
         if not event.get("is_error"):
             reason = str(event.get("stop_reason") or "end_turn")
             return [Finished(reason, incomplete=reason in ("max_tokens", "refusal"))]
-        return [self.failure(str(event.get("result") or event.get("subtype") or ""), event.get("api_error_status"))]
+        return [self.failure(str(event.get("result") or event.get("subtype") or ""), event.get("api_error_status"),
+                             kind=str(event.get("api_error_type") or ""), code=str(event.get("api_error") or ""))]
 
-    def failure(self, text: str, status: Any = None) -> Exception:
-        """The error for a failed result: its text, the HTTP status Claude Code saw."""
+    def failure(self, text: str, status: Any = None, *, kind: str = "", code: str = "") -> Exception:
+        """The error for a failed result: its text, the HTTP status, error type and code Claude
+        Code saw. Only the login and the plan's own limit read otherwise than on the API path."""
         status = status if isinstance(status, int) else None
-        low = f"{text} {self._failure}".lower()
+        code = " ".join(part for part in (code, self._failure) if part)
+        low = f"{text} {code}".lower()
         shown = " ".join(text.split())[:300]
         if "not logged in" in low or "authentication_failed" in low or "/login" in low or status in (401, 403):
             return self._error(NotLoggedIn, f"Claude Code is not logged in: run `claude` and /login with the "
                                             f"subscription account ({shown})", status)
-        if "limit" in low and ("usage" in low or "hit your" in low or "reset" in low) or status == 429 \
-                or "rate_limit" in low or "billing" in low:
+        # The plan's limit ("You've hit your 5-hour limit · resets 3:45pm", api_error
+        # usage_limit_reached) waits for its reset. A server's rate limit is a 429 too, and its
+        # words even say "(not your usage limit)": that one is RateLimited, retryable.
+        if "usage_limit" in code or "limit" in low and ("hit your" in low or "resets" in low):
             return self._error(QuotaExceeded, f"the subscription's usage limit is reached; wait for it to reset "
                                               f"({shown})", status)
-        if status == 404 or "not_found" in low or "model" in low and "not" in low and "found" in low:
-            return self._error(ModelNotFound, f"Claude Code cannot use this model ({shown})", status)
-        if status in (529, 503) or "overload" in low:
-            return self._error(Overloaded, f"Claude is overloaded; try again later ({shown})", status)
-        if status is not None and status >= 500:
-            return self._error(ServerError, f"Claude failed on its side ({shown})", status)
-        if status in (400, 413, 422):
-            return self._error(BadRequest, f"the request was rejected ({shown})", status)
-        return self._error(ProtocolError, f"Claude Code failed: {shown or 'no reason given'}", status)
+        error = error_for_status(status, shown, provider=self.provider, model=self.model, kind=kind, code=code)
+        if type(error) is ProtocolError:  # nothing the API path knows (a max-turns stop, …): its words
+            return self._error(ProtocolError, f"Claude Code failed: {shown or 'no reason given'}", status)
+        return error
 
     def end(self, returncode: int | None, stderr: str) -> Iterable[Any]:
         tail = " ".join(stderr.split())[-300:]
@@ -278,15 +286,3 @@ class ClaudeDecoder(Decoder):
             return [self.failure(tail)]
         return ()
 
-
-def _usage(raw: Any, before: Usage) -> Usage:
-    if not isinstance(raw, dict):
-        return before
-
-    def pick(name: str, old: int) -> int:
-        value = raw.get(name)
-        return old if not isinstance(value, int) else value
-
-    return Usage(input=pick("input_tokens", before.input), output=pick("output_tokens", before.output),
-                 cache_read=pick("cache_read_input_tokens", before.cache_read),
-                 cache_write=pick("cache_creation_input_tokens", before.cache_write))

@@ -27,6 +27,7 @@ __all__ = [
     "Refused",
     "ServerError",
     "Unreachable",
+    "error_for_status",
     "from_anthropic",
     "from_openai",
 ]
@@ -199,6 +200,7 @@ _ADVICE = {
     ModelTimeout: "no answer within the timeout",
     ProtocolError: "the answer broke off or could not be read",
     Unreachable: "cannot connect to {url}",
+    NotLoggedIn: "the login was refused; log in again with the CLI",
 }
 
 
@@ -261,6 +263,19 @@ def from_anthropic(error: BaseException, *, model: str, url: str = "") -> ModelE
 def from_openai(error: BaseException, *, model: str, url: str = "", provider: str = "openai") -> ModelError:
     """The `ModelError` for an exception out of the `openai` SDK (or its HTTP library)."""
     return _convert(error, provider=provider, model=model, env="OPENAI_API_KEY", url=url)
+
+
+def error_for_status(status: int | None, message: str, *, provider: str, model: str, kind: str = "",
+                     code: str = "") -> ModelError:
+    """The error for a failed call a subscription CLI reports (the HTTP status it saw, the
+    API's error type and code, its words): the API path's class, so a rate limit or a
+    timeout stays retryable alike. A refused credential is `NotLoggedIn`: a CLI has a login
+    to renew, not a key variable to set."""
+    cls = _by_status(status or 0, kind, code, message)
+    if cls is BadKey:
+        cls = NotLoggedIn
+    detail = f"HTTP {status} {kind or code}: {message}" if status else message
+    return _make(cls, detail, provider=provider, model=model, env="", url="", status=status)
 
 
 def stream_error(provider: str, model: str, kind: str, code: str, message: str) -> ModelError:
