@@ -253,6 +253,19 @@ def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):
         assert conn.parked_pids() == []
 
 
+def test_a_run_parked_past_the_timeout_ends_by_itself_and_frees_its_slot(tmp_path):
+    """Issue 13: a turn stopped during its tool step never calls stream again; its parked
+    run must not hold the only slot until someone else's call or the exit."""
+    with FakeCli("tool", tmp_path, timeout=3) as conn:
+        list(conn.stream(request()))
+        (pid,) = conn.parked_pids()
+        wait_until(lambda: gone(pid), 30, "the parked run ends by itself")
+        assert conn.parked_pids() == []
+        slot = Gate(tmp_path / "state" / "gate", 1).acquire(0, timeout=30)  # another process on the state_dir
+        assert slot is not None
+        slot.release()
+
+
 def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch):
     pids = tmp_path / "pids"
     monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))

@@ -134,6 +134,8 @@ class CliConnection(Connection):
         self.gate = Gate(base / "gate", concurrency)
         self._parked: dict[int, tuple[Run, float]] = {}  # caller thread -> (run waiting for results, since)
         self._lock = threading.Lock()
+        self._reaped = threading.Condition(self._lock)  # wakes the reaper when a run parks
+        self._reaper: threading.Thread | None = None  # alive while runs are parked
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.executable}, slots={self.gate.slots})"
@@ -202,8 +204,7 @@ class CliConnection(Connection):
             # parked before its Stop("tool_use") is yielded, so a caller that stops reading
             # right at the Stop still continues this run with its results
             if run.parked and run.pending and not run.ended:
-                with self._lock:
-                    self._parked[threading.get_ident()] = (run, time.monotonic())
+                self._park(threading.get_ident(), run)
             else:
                 run.kill()
 
@@ -211,6 +212,36 @@ class CliConnection(Connection):
         """The CLI processes waiting for their callers' tool results (for status and tests)."""
         with self._lock:
             return [run.proc.pid for run, _ in self._parked.values() if run.proc is not None]
+
+    def _park(self, owner: int, run: Run) -> None:
+        """Keep `run` for its caller's results, at most `timeout` seconds: a caller that
+        never comes back (a turn stopped in its tool step) must not hold the slot until
+        the next call or the exit (issue 13). One reaper thread ends the overdue runs."""
+        with self._reaped:
+            self._parked[owner] = (run, time.monotonic())
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, daemon=True, name="cli-parked")
+                self._reaper.start()
+            self._reaped.notify()
+
+    def _reap(self) -> None:
+        """End each parked run once its caller is later than `timeout`; return when none is parked."""
+        while True:
+            with self._reaped:
+                while True:
+                    if not self._parked:
+                        self._reaper = None
+                        return
+                    now = time.monotonic()
+                    overdue = [owner for owner, (run, since) in self._parked.items()
+                               if run.ended or now - since >= self.timeout]
+                    if overdue:
+                        break
+                    first = min(since for _, since in self._parked.values())
+                    self._reaped.wait(first + self.timeout - now)
+                runs = [self._parked.pop(owner)[0] for owner in overdue]
+            for run in runs:
+                run.kill()  # outside the lock: it waits for the process
 
     def _take_parked(self, request: Request) -> tuple[Run | None, list[ToolResultBlock] | None]:
         """The parked run this request continues (its results answer exactly that run's
