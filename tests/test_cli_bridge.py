@@ -223,14 +223,21 @@ def test_a_tool_call_parks_the_run_and_its_result_continues_the_same_process(tmp
         wait_until(lambda: gone(pid), 30, "the run ends with its answer")
 
 
-def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afresh(tmp_path):
-    with FakeCli("tool", tmp_path) as conn:
-        list(conn.stream(request()))
+def test_a_call_on_a_reused_thread_id_leaves_the_parked_run_to_its_caller(tmp_path):
+    """Issue 13: callers run each call on a fresh thread and thread ids are reused, so the
+    thread says nothing about whose run it is. Here both calls share one thread: the
+    unrelated one must not end the parked run, which its caller's results continue."""
+    with FakeCli("tool", tmp_path, concurrency=2) as conn:  # the parked run holds its slot
+        first = request()
+        list(conn.stream(first))
         (parked,) = conn.parked_pids()
         conn.mode = "reply"
-        events = list(conn.stream(request(Message.user("something else"))))
-        assert events[-1] == Stop("end_turn")
-        wait_until(lambda: gone(parked), 30, "the stale run ends")
+        assert list(conn.stream(request(Message.user("something else"))))[-1] == Stop("end_turn")
+        assert conn.parked_pids() == [parked]
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        events = list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+        assert "got: user: amber-42" in "".join(e.text for e in events if isinstance(e, TextDelta))
+        wait_until(lambda: gone(parked), 30, "the run ends with its answer")
 
 
 def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):

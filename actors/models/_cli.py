@@ -15,9 +15,10 @@ When the CLI calls one of our tools, the bridge holds the CLI and `stream` yield
 `ToolCall(...)`, `Usage`, `Stop("tool_use")`. The caller runs the tool and calls
 `stream(next_request)`, whose last user message holds the `ToolResultBlock`s: their ids
 match the run's pending calls, so the results go back to the CLI and the same process
-streams on. Any other request ends a live run and starts a fresh one. A run is killed
-(its whole process group) on timeout, on close, when its generator is dropped, and by
-the bridge itself when this process dies.
+streams on. Any other request starts a fresh run and leaves parked runs alone (the thread
+a call comes on says nothing of whose run it is); a parked run nobody continues ends once
+parked longer than the timeout. A run is killed (its whole process group) on timeout, on
+close, when its generator is dropped, and by the bridge itself when this process dies.
 
 A subclass (Claude Code: `_claudecode.py`, Codex: `_codex.py`) implements `argv`,
 `opening` and `decoder`, and may extend `environment`.
@@ -132,7 +133,9 @@ class CliConnection(Connection):
         base = Path(state_dir) if state_dir is not None else Path(tempfile.gettempdir()) / f"everchat-cli-{os.getuid()}"
         self.state_dir = base
         self.gate = Gate(base / "gate", concurrency)
-        self._parked: dict[int, tuple[Run, float]] = {}  # caller thread -> (run waiting for results, since)
+        # run waiting for its caller's results -> since when; no owner: callers use a fresh
+        # thread per call and thread ids are reused (issue 13), only the results say whose it is
+        self._parked: dict[Run, float] = {}
         self._lock = threading.Lock()
         self._reaped = threading.Condition(self._lock)  # wakes the reaper when a run parks
         self._reaper: threading.Thread | None = None  # alive while runs are parked
@@ -185,7 +188,7 @@ class CliConnection(Connection):
     def close(self) -> None:
         """End every live run."""
         with self._lock:
-            runs = [run for run, _ in self._parked.values()]
+            runs = list(self._parked)
             self._parked.clear()
         for run in runs:
             run.kill()
@@ -204,21 +207,21 @@ class CliConnection(Connection):
             # parked before its Stop("tool_use") is yielded, so a caller that stops reading
             # right at the Stop still continues this run with its results
             if run.parked and run.pending and not run.ended:
-                self._park(threading.get_ident(), run)
+                self._park(run)
             else:
                 run.kill()
 
     def parked_pids(self) -> list[int]:
         """The CLI processes waiting for their callers' tool results (for status and tests)."""
         with self._lock:
-            return [run.proc.pid for run, _ in self._parked.values() if run.proc is not None]
+            return [run.proc.pid for run in self._parked if run.proc is not None]
 
-    def _park(self, owner: int, run: Run) -> None:
+    def _park(self, run: Run) -> None:
         """Keep `run` for its caller's results, at most `timeout` seconds: a caller that
         never comes back (a turn stopped in its tool step) must not hold the slot until
         the next call or the exit (issue 13). One reaper thread ends the overdue runs."""
         with self._reaped:
-            self._parked[owner] = (run, time.monotonic())
+            self._parked[run] = time.monotonic()
             if self._reaper is None:
                 self._reaper = threading.Thread(target=self._reap, daemon=True, name="cli-parked")
                 self._reaper.start()
@@ -233,37 +236,28 @@ class CliConnection(Connection):
                         self._reaper = None
                         return
                     now = time.monotonic()
-                    overdue = [owner for owner, (run, since) in self._parked.items()
+                    overdue = [run for run, since in self._parked.items()
                                if run.ended or now - since >= self.timeout]
                     if overdue:
                         break
-                    first = min(since for _, since in self._parked.values())
-                    self._reaped.wait(first + self.timeout - now)
-                runs = [self._parked.pop(owner)[0] for owner in overdue]
-            for run in runs:
+                    self._reaped.wait(min(self._parked.values()) + self.timeout - now)
+                for run in overdue:
+                    del self._parked[run]
+            for run in overdue:
                 run.kill()  # outside the lock: it waits for the process
 
     def _take_parked(self, request: Request) -> tuple[Run | None, list[ToolResultBlock] | None]:
-        """The parked run this request continues (its results answer exactly that run's
-        pending calls), with those results. The caller's own parked run that it does not
-        continue is stale (the caller moved on) and ends; so does any run left parked past
-        the timeout. Runs other callers (threads) parked meanwhile are theirs to continue."""
-        me = threading.get_ident()
-        now = time.monotonic()
-        stale: list[Run] = []
-        found: tuple[Run | None, list[ToolResultBlock] | None] = (None, None)
+        """The parked run this request continues (its last user message answers exactly
+        that run's pending calls), with those results; else (None, None). Any other parked
+        run is left alone: whose it is cannot be told (issue 13), and one nobody continues
+        ends by the reaper once it has been parked longer than the timeout."""
         with self._lock:
-            for owner, (run, since) in list(self._parked.items()):
+            for run in list(self._parked):
                 results = continuation(run, request)
-                if results is not None and found[0] is None:
-                    found = (run, results)
-                    del self._parked[owner]
-                elif owner == me or now - since > self.timeout or run.ended:
-                    stale.append(run)
-                    del self._parked[owner]
-        for run in stale:
-            run.kill()
-        return found
+                if results is not None:
+                    del self._parked[run]  # the reaper no longer sees it
+                    return run, results
+        return None, None
 
     # --- inside -----------------------------------------------------------------------
 
