@@ -40,6 +40,7 @@ from everchat.actors.models import (
 from everchat.actors.models._claudecode import STEADY_OPENING, ClaudeDecoder, user_line
 from everchat.actors.models._cli import CliConnection, Finished, ToolsAsked, priority_of, scrubbed_environment
 from everchat.actors.models._cli_gate import Gate
+from everchat.actors.models._cli_run import LIVE
 from everchat.actors.prompt import memory_tools, view_blocks
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -271,6 +272,27 @@ def test_a_run_parked_past_the_timeout_ends_by_itself_and_frees_its_slot(tmp_pat
         slot = Gate(tmp_path / "state" / "gate", 1).acquire(0, timeout=30)  # another process on the state_dir
         assert slot is not None
         slot.release()
+
+
+def test_ended_runs_leave_no_bridge_listener_thread_and_are_not_kept_live(tmp_path):
+    """Issue 13: closing the listener did not wake its accept() (Linux), so every call left
+    a thread and, through it, its run in LIVE."""
+    before = set(threading.enumerate())
+    with FakeCli("reply", tmp_path) as conn:
+        for _ in range(3):
+            assert list(conn.stream(request()))[-1] == Stop("end_turn")
+        conn.mode = "tool"
+        first = request()
+        list(conn.stream(first))
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        events = list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+        assert events[-1] == Stop("end_turn")
+
+    def listeners() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "cli-bridge" and t not in before]
+
+    wait_until(lambda: not listeners(), 30, "the bridge listeners end with their runs")
+    assert [run for run in LIVE if run.ended] == []
 
 
 def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch):

@@ -133,12 +133,24 @@ class Run:
         for sock in self.lifelines:
             _close_quietly(sock)
         if self.listener is not None:
-            _close_quietly(self.listener)
+            _end_listener(self.listener)
         if self.proc is not None:
             _kill_group(self.proc)
         shutil.rmtree(self.folder, ignore_errors=True)
         if self.slot is not None:
             self.slot.release()
+        LIVE.discard(self)  # only live runs are kept (issue 13)
+
+
+def _end_listener(listener: socket.socket) -> None:
+    """Close the bridge's listener so its `accept` thread ends: a bare close() does not
+    wake a thread blocked in accept() on Linux, shutdown() does (issue 13); where it does
+    not (macOS), the thread sees `ended` at its next poll (`_ACCEPT_POLL`)."""
+    try:
+        listener.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # ENOTCONN on some systems: the poll covers those
+    _close_quietly(listener)
 
 
 def _close_quietly(sock: socket.socket) -> None:
@@ -236,14 +248,22 @@ def _mcp_part(block: TextBlock | ImageBlock) -> dict[str, Any]:
     return {"type": "text", "text": block.text}
 
 
+_ACCEPT_POLL = 0.5  # seconds between looks at `ended` where closing does not wake accept()
+
+
 def accept(run: Run) -> None:
-    """The bridge listener: each connection brings one tool call (or the lifeline)."""
+    """The bridge listener: each connection brings one tool call (or the lifeline). Ends
+    with the run (see `_end_listener`)."""
     assert run.listener is not None
-    while True:
+    run.listener.settimeout(_ACCEPT_POLL)  # accepted sockets still block (no default timeout)
+    while not run.ended:
         try:
             sock, _ = run.listener.accept()
+        except TimeoutError:
+            continue
         except OSError:
-            return  # closed: the run ended
+            return  # closed or shut down: the run ended
+        sock.setblocking(True)
         try:
             line = sock.makefile("rb").readline()
             message = json.loads(line) if line else {}
