@@ -295,6 +295,25 @@ def test_ended_runs_leave_no_bridge_listener_thread_and_are_not_kept_live(tmp_pa
     assert [run for run in LIVE if run.ended] == []
 
 
+def test_a_continued_run_whose_results_cannot_be_sent_is_killed(tmp_path, monkeypatch):
+    """Issue 13: the run has left the parked ones when its results go out; if sending them
+    fails, nothing else would ever end it."""
+    from everchat.actors.models import _cli
+
+    def broken(*args):
+        raise RuntimeError("could not send the results")
+
+    with FakeCli("tool", tmp_path, concurrency=2) as conn:
+        first = request()
+        list(conn.stream(first))
+        (pid,) = conn.parked_pids()
+        monkeypatch.setattr(_cli, "answer", broken)
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        with pytest.raises(RuntimeError, match="could not send"):
+            list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+        wait_until(lambda: gone(pid), 30, "the run whose results failed ends")
+
+
 def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch):
     pids = tmp_path / "pids"
     monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))

@@ -197,11 +197,13 @@ class CliConnection(Connection):
         run, results = self._take_parked(request)
         if run is None:
             run = self._start(request)
-        else:
-            answer(run, results, request.messages[-1])
         deadline = time.monotonic() + self.timeout
         run.parked = False
         try:
+            if results is not None:
+                # inside the try: the run has left the parked ones, so if this fails
+                # only the finally below still ends it (issue 13)
+                answer(run, results, request.messages[-1])
             yield from self._events(run, request, deadline)
         finally:
             # parked before its Stop("tool_use") is yielded, so a caller that stops reading
