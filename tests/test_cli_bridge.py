@@ -376,6 +376,31 @@ def test_a_missing_executable_reads_clearly(tmp_path):
         list(conn.stream(request()))
 
 
+def test_a_cli_that_cannot_be_executed_reads_as_missing(tmp_path):
+    conn = FakeCli("reply", tmp_path)
+    conn.executable = str(tmp_path / "not-a-program")
+    Path(conn.executable).write_bytes(b"\x00\x01 not an executable format")
+    os.chmod(conn.executable, 0o755)  # exec fails with ENOEXEC, not a missing file (issue 13)
+    with pytest.raises(CliMissing, match="cannot start .*--cli-executable"):
+        list(conn.stream(request()))
+
+
+@pytest.mark.parametrize("where", ["missing", "too long"])
+def test_a_run_folder_that_cannot_be_made_is_a_protocol_error_and_frees_the_slot(tmp_path, monkeypatch, where):
+    """Issue 13: an OSError while preparing the run (its folder; a socket path longer than
+    AF_UNIX allows) reads as the model's error, not a raw OSError callers do not catch."""
+    temp = tmp_path / ("no-such-folder" if where == "missing" else "x" * 120)
+    if where == "too long":
+        temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with FakeCli("reply", tmp_path) as conn:
+        with pytest.raises(ProtocolError, match="could not prepare the CLI run"):
+            list(conn.stream(request()))
+        slot = conn.gate.acquire(0, timeout=0)
+        assert slot is not None
+        slot.release()
+
+
 def test_the_fake_server_tells_which_images_a_request_carried_in_either_vendors_shape():
     from everchat.tools.fakemodel import Exchange
 

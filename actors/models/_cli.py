@@ -269,7 +269,11 @@ class CliConnection(Connection):
         if slot is None:
             raise ModelTimeout(f"no free CLI slot within {waited:g} s (--cli-concurrency {self.gate.slots})",
                                provider=self.provider, model=request.model)
-        folder = Path(tempfile.mkdtemp(prefix="everchat-run-"))
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="everchat-run-"))
+        except OSError as error:
+            slot.release()
+            raise self._unprepared(error, request) from None
         run = Run(folder=folder, slot=slot)
         LIVE.add(run)
         try:
@@ -286,8 +290,8 @@ class CliConnection(Connection):
                     argv, cwd=self.working_folder(run), env=self.environment(run, request),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     start_new_session=True)  # its own process group: killed whole
-            except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
-                raise CliMissing(f"cannot start {argv[0]} ({error.strerror}): install it or point "
+            except OSError as error:  # missing, not executable, not a program (ENOEXEC) …
+                raise CliMissing(f"cannot start {argv[0]} ({error.strerror or error}): install it or point "
                                  f"--cli-executable at it", provider=self.provider, model=request.model) from None
             errors = threading.Thread(target=read_stderr, args=(run,), daemon=True, name="cli-stderr")
             errors.start()
@@ -302,10 +306,20 @@ class CliConnection(Connection):
                     run.proc.stdin.close()
             except (BrokenPipeError, OSError):
                 pass  # it exited at once: its output and exit code tell why
+        except OSError as error:  # callers catch ModelError only (issue 13)
+            run.kill()
+            raise self._unprepared(error, request) from None
         except BaseException:
             run.kill()
             raise
         return run
+
+    def _unprepared(self, error: OSError, request: Request) -> ProtocolError:
+        """An OSError while preparing a run (its folder, tools file, bridge socket: a
+        socket path longer than AF_UNIX allows, from a long TMPDIR), in words."""
+        return ProtocolError(f"could not prepare the CLI run ({error}); check the temp dir "
+                             f"({tempfile.gettempdir()}): it must be writable and its path short",
+                             provider=self.provider, model=request.model)
 
     def _events(self, run: Run, request: Request, deadline: float) -> Iterator[Event]:
         run.usage = Usage()
