@@ -369,6 +369,21 @@ def test_a_cli_that_exits_without_an_answer_says_so_with_its_stderr(tmp_path):
         list(conn.stream(request()))
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the reader's raise
+def test_a_decoder_that_raises_at_the_end_still_ends_the_call(tmp_path):
+    """Issue 13: the output reader died before saying the output closed, so the call
+    waited out its timeout instead of failing at once."""
+
+    class Raising(ClaudeDecoder):
+        def end(self, returncode, stderr):
+            raise RuntimeError("a decoder bug")
+
+    conn = FakeCli("exit", tmp_path, timeout=20)
+    conn.decoder = lambda request: Raising(conn.provider, request.model)
+    with conn, pytest.raises(ProtocolError, match="exit code 3"):
+        list(conn.stream(request()))
+
+
 def test_a_missing_executable_reads_clearly(tmp_path):
     conn = FakeCli("reply", tmp_path)
     conn.executable = str(tmp_path / "no-such-cli")

@@ -289,23 +289,25 @@ def accept(run: Run) -> None:
 def read_output(run: Run, decoder: Decoder, errors: threading.Thread) -> None:
     assert run.proc is not None and run.proc.stdout is not None
     try:
-        for raw in run.proc.stdout:
-            line = raw.decode("utf-8", "replace").strip()
-            if line:
-                for item in _fed(decoder, line):
-                    run.items.put(item)
-    except (OSError, ValueError):
-        pass  # the pipe was closed by kill()
-    code = run.proc.poll()
-    if code is None:
         try:
-            code = run.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
-    errors.join(timeout=5)  # its last words, for the error message
-    for item in decoder.end(code, "".join(run.stderr)):
-        run.items.put(item)
-    run.items.put(Closed())
+            for raw in run.proc.stdout:
+                line = raw.decode("utf-8", "replace").strip()
+                if line:
+                    for item in _fed(decoder, line):
+                        run.items.put(item)
+        except (OSError, ValueError):
+            pass  # the pipe was closed by kill()
+        code = run.proc.poll()
+        if code is None:
+            try:
+                code = run.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+        errors.join(timeout=5)  # its last words, for the error message
+        for item in decoder.end(code, "".join(run.stderr)):
+            run.items.put(item)
+    finally:
+        run.items.put(Closed())  # whatever happened above, the call must not wait out its timeout (issue 13)
 
 
 def _fed(decoder: Decoder, line: str) -> list[Any]:
