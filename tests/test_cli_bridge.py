@@ -338,6 +338,21 @@ def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
     wait_until(lambda: gone(child) and gone(grandchild), 30, "the CLI and what it started end")
 
 
+def test_close_ends_a_run_that_is_still_streaming(tmp_path, monkeypatch):
+    """Issue 13: close() ended only the parked runs, though it promises every live one."""
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
+    conn = FakeCli("hang", tmp_path)
+    stream = conn.stream(request())
+    try:
+        assert next(stream) == TextDelta("Thinking about it")
+        conn.close()
+        child, grandchild = map(int, pids.read_text().split())
+        wait_until(lambda: gone(child) and gone(grandchild), 30, "close() ends the streaming run")
+    finally:
+        stream.close()
+
+
 def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
     """The bridge's lifeline: no prctl needed, so this holds on macOS too."""
     runs = Path(tempfile.mkdtemp(prefix="ec"))  # the owner's temp dir: short, for the socket's path

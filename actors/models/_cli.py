@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,7 @@ class CliConnection(Connection):
         self._lock = threading.Lock()
         self._reaped = threading.Condition(self._lock)  # wakes the reaper when a run parks
         self._reaper: threading.Thread | None = None  # alive while runs are parked
+        self._runs: weakref.WeakSet[Run] = weakref.WeakSet()  # every run started here, for close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.executable}, slots={self.gate.slots})"
@@ -186,9 +188,9 @@ class CliConnection(Connection):
     # --- the contract ---------------------------------------------------------------
 
     def close(self) -> None:
-        """End every live run."""
+        """End every live run: parked ones and those still streaming (issue 13)."""
         with self._lock:
-            runs = list(self._parked)
+            runs = [*self._parked, *self._runs]
             self._parked.clear()
         for run in runs:
             run.kill()
@@ -276,6 +278,8 @@ class CliConnection(Connection):
             raise self._unprepared(error, request) from None
         run = Run(folder=folder, slot=slot)
         LIVE.add(run)
+        with self._lock:
+            self._runs.add(run)
         try:
             tools = [{"name": t.name, "description": t.description, "inputSchema": dict(t.schema)}
                      for t in request.tools]
