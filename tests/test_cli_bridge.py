@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -351,6 +352,46 @@ def test_close_ends_a_run_that_is_still_streaming(tmp_path, monkeypatch):
         wait_until(lambda: gone(child) and gone(grandchild), 30, "close() ends the streaming run")
     finally:
         stream.close()
+
+
+def test_a_run_ended_while_a_tool_call_arrives_ends_whole(tmp_path, monkeypatch):
+    """Issue 13: kill() walked the pending calls while the stream's thread could add one."""
+    from everchat.actors.models import _cli_run
+
+    run = _cli_run.Run(folder=tmp_path / "run", slot=None)
+    (tmp_path / "run").mkdir()
+    a, b = socket.socketpair()
+    run.pending["first"] = _cli_run.BridgeCall("first", "zoom", {}, a)
+    close = _cli_run._close_quietly
+
+    def arriving(sock):  # another thread queues a call while kill() walks them
+        run.pending.setdefault("second", _cli_run.BridgeCall("second", "zoom", {}, b))
+        close(sock)
+
+    monkeypatch.setattr(_cli_run, "_close_quietly", arriving)
+    run.kill()
+    assert run.ended and not (tmp_path / "run").exists()
+    b.close()
+
+
+def test_a_run_closed_while_its_results_go_out_fails_as_a_model_error(tmp_path, monkeypatch):
+    """Issue 13: close() from another thread between taking the parked run and answering
+    it left the caller a KeyError."""
+    from everchat.actors.models import _cli
+
+    with FakeCli("tool", tmp_path) as conn:
+        first = request()
+        list(conn.stream(first))
+        sending = _cli.answer
+
+        def closed_first(run, *args):
+            conn.close()
+            sending(run, *args)
+
+        monkeypatch.setattr(_cli, "answer", closed_first)
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        with pytest.raises(ProtocolError):
+            list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
 
 
 def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):

@@ -117,19 +117,23 @@ class Run:
     held: list = field(default_factory=list)  # items read past a tool call, first out next time
     asked: bool = False  # the last model message ended asking for tools (`ToolsAsked`)
     waiting: list = field(default_factory=list)  # bridge calls that came before their message's end
+    _ending: threading.Lock = field(default_factory=threading.Lock, repr=False)  # kill() runs once
 
     def socket_path(self) -> str:
         return str(self.folder / SOCKET_NAME)
 
     def kill(self) -> None:
-        """End the run for good: the process group, the socket, the folder, the slot."""
-        if self.ended:
-            return
-        self.ended = True
-        for call in self.pending.values():
+        """End the run for good: the process group, the socket, the folder, the slot. Safe
+        from any thread, at once with others (the reaper, close(), the caller; issue 13)."""
+        with self._ending:
+            if self.ended:
+                return
+            self.ended = True
+            calls = list(self.pending.values())  # the stream's thread may add one meanwhile
+            self.pending.clear()
+        for call in calls:
             if call.sock is not None:
                 _close_quietly(call.sock)
-        self.pending.clear()
         for sock in self.lifelines:
             _close_quietly(sock)
         if self.listener is not None:
@@ -211,7 +215,9 @@ def answer(run: Run, results: list[ToolResultBlock] | None, last: Message) -> No
     assert results is not None
     extra = [b for b in last.content if isinstance(b, (TextBlock, ImageBlock))]
     for n, result in enumerate(results):
-        call = run.pending.pop(result.tool_use_id)
+        call = run.pending.pop(result.tool_use_id, None)
+        if call is None:
+            continue  # the run was ended meanwhile (close()): its output tells
         parts = list(result.content) + (extra if n == len(results) - 1 else [])
         if call.reply is not None:
             call.reply(parts, result.is_error)
