@@ -310,23 +310,24 @@ def read_output(run: Run, decoder: Decoder, errors: threading.Thread) -> None:
             except subprocess.TimeoutExpired:
                 code = None
         errors.join(timeout=5)  # its last words, for the error message
-        for item in decoder.end(code, "".join(run.stderr)):
+        for item in _fed(decoder, None, code, "".join(run.stderr)):
             run.items.put(item)
     finally:
         run.items.put(Closed())  # whatever happened above, the call must not wait out its timeout (issue 13)
 
 
-def _fed(decoder: Decoder, line: str) -> list[Any]:
-    """`decoder.feed(line)`; a decoder that raises (a line of a shape it did not expect)
-    gives the error as an item, so the call fails at once instead of waiting out its
-    timeout for an end this thread would never send."""
+def _fed(decoder: Decoder, line: str | None, *end: Any) -> list[Any]:
+    """`decoder.feed(line)`, or `decoder.end(*end)` when `line` is None; a decoder that
+    raises (a line of a shape it did not expect) gives the error as an item, so the call
+    fails at once instead of waiting out its timeout for an end this thread would never send."""
     try:
-        return list(decoder.feed(line))
+        return list(decoder.feed(line) if line is not None else decoder.end(*end))
     except ModelError as error:
         return [error]
     except Exception as error:
-        return [ProtocolError(f"the CLI wrote a line that could not be read ({type(error).__name__}: {error}): "
-                              f"{line[:120]!r}", provider=getattr(decoder, "provider", ""),
+        what = f"a line that could not be read ({type(error).__name__}: {error}): {line[:120]!r}" \
+            if line is not None else f"an end that could not be read ({type(error).__name__}: {error})"
+        return [ProtocolError(f"the CLI wrote {what}", provider=getattr(decoder, "provider", ""),
                               model=getattr(decoder, "model", ""))]
 
 
