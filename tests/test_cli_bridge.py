@@ -415,6 +415,28 @@ def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
         shutil.rmtree(runs, ignore_errors=True)
 
 
+@pytest.mark.parametrize("owner", ["none", "dead"])
+def test_a_bridge_removes_the_folder_only_of_a_run_whose_owner_was_there(tmp_path, owner):
+    """Issue 13: run by hand on a folder (no socket), the bridge removed that folder."""
+    folder = Path(tempfile.mkdtemp(prefix="ec"))  # short: the socket's path
+    try:
+        (folder / "tools.json").write_text("[]")
+        if owner == "dead":  # a socket nobody listens on: its owner died before the lifeline
+            dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            dead.bind(str(folder / "bridge.sock"))
+            dead.close()
+        bridge = subprocess.Popen([sys.executable, "-m", "everchat.actors.models._mcp_bridge", str(folder)],
+                                  stdin=subprocess.PIPE, start_new_session=True)  # its group is not ours
+        try:
+            assert bridge.wait(timeout=30) == 0  # its lifeline ended it
+        finally:
+            bridge.kill()
+            bridge.stdin.close()
+        assert folder.exists() == (owner == "none")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_output_that_is_not_json_is_a_protocol_error(tmp_path):
     with FakeCli("garbage", tmp_path) as conn, pytest.raises(ProtocolError, match="not JSON"):
         list(conn.stream(request()))
