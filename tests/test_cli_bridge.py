@@ -166,6 +166,36 @@ def test_a_merge_waits_while_a_reply_waits_even_with_a_slot_free(tmp_path):
     slot.release()
 
 
+def test_a_waiter_is_never_taken_for_dead_while_it_makes_its_ticket(tmp_path, monkeypatch):
+    """Issue 13: a ticket was created, then locked; a later waiter looking in between took
+    it for a dead waiter's and removed it, and went ahead of the live one."""
+    from everchat.actors.models import _cli_gate
+
+    gate = Gate(tmp_path, 1)
+    held = gate.acquire(0, timeout=0)  # the waiter below must wait
+    real_flock = fcntl.flock
+    looked = threading.Event()
+
+    def flock(fd, op):  # the first lock is the waiter's ticket: a merge looks just before it
+        if not looked.is_set():
+            looked.set()
+            gate._anyone_ahead(f"wait-9-{0:020d}-1-later")
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(_cli_gate.fcntl, "flock", flock)
+    got = {}
+    waiter = threading.Thread(target=lambda: got.setdefault("slot", gate.acquire(0, timeout=30)))
+    waiter.start()
+    try:
+        wait_until(lambda: list(tmp_path.glob("wait-0-*")), 30, "the waiting reply's ticket")
+        assert gate._anyone_ahead(f"wait-9-{0:020d}-1-later")  # the merge sees the reply ahead
+    finally:
+        held.release()
+        waiter.join(timeout=30)
+    assert got["slot"] is not None
+    got["slot"].release()
+
+
 # --- whole runs of a fake CLI -----------------------------------------------------------
 
 
