@@ -162,11 +162,6 @@ class CliConnection(Connection):
         """The child's environment: ours without API keys. Extend, never re-add keys."""
         return scrubbed_environment()
 
-    def keep_stdin_open(self) -> bool:
-        """Whether stdin stays open after `opening` (Claude Code's stream-json input does;
-        a CLI that reads its prompt to EOF does not)."""
-        return True
-
     def working_folder(self, run: Run) -> Path:
         """Where the CLI runs. Default: the run's fresh folder. A CLI that writes its
         working folder into the prompt before the view overrides this with a stable one,
@@ -305,9 +300,7 @@ class CliConnection(Connection):
             assert run.proc.stdin is not None
             try:
                 run.proc.stdin.write(self.opening(run, request))
-                run.proc.stdin.flush()
-                if not self.keep_stdin_open():
-                    run.proc.stdin.close()
+                run.proc.stdin.flush()  # stdin stays open: Claude Code's stream-json input and Codex's app server expect more
             except (BrokenPipeError, OSError):
                 pass  # it exited at once: its output and exit code tell why
         except OSError as error:  # callers catch ModelError only (issue 13)

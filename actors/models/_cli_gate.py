@@ -4,8 +4,9 @@ A slot is a file `slot-K.lock` held with `flock` for the whole run; the kernel d
 lock when its holder dies, so a crashed process never keeps a slot. Waiters queue by
 priority (0 replies, 1 leaf summaries, 2 merges; then first come): each holds a flock'd
 ticket file `wait-P-T-PID-R` while it waits (locked before it takes that name), and takes
-a free slot only when no live ticket is ahead of it. A ticket whose lock can be taken belongs to a dead waiter and is
-removed. Waiting polls (a few times a second): slots are held for seconds or minutes.
+a free slot only when no live ticket is ahead of it. A ticket whose lock can be taken
+belongs to a dead waiter and is removed. Waiting polls every `_POLL` (50 ms): slots are
+held for seconds or minutes.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Gate", "Slot", "PRIORITIES"]
+__all__ = ["Gate", "Slot"]
 
-PRIORITIES = {"reply": 0, "leaf": 1, "merge": 2}
-_POLL = 0.05
+_POLL = 0.05  # seconds between looks while waiting
 
 
 class Slot:
