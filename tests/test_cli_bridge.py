@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from everchat.actors.models import (
 from everchat.actors.models._claudecode import STEADY_OPENING, ClaudeDecoder, user_line
 from everchat.actors.models._cli import CliConnection, Finished, ToolsAsked, priority_of, scrubbed_environment
 from everchat.actors.models._cli_gate import Gate
+from everchat.actors.models._cli_run import LIVE
 from everchat.actors.prompt import memory_tools, view_blocks
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -164,6 +166,36 @@ def test_a_merge_waits_while_a_reply_waits_even_with_a_slot_free(tmp_path):
     slot.release()
 
 
+def test_a_waiter_is_never_taken_for_dead_while_it_makes_its_ticket(tmp_path, monkeypatch):
+    """Issue 13: a ticket was created, then locked; a later waiter looking in between took
+    it for a dead waiter's and removed it, and went ahead of the live one."""
+    from everchat.actors.models import _cli_gate
+
+    gate = Gate(tmp_path, 1)
+    held = gate.acquire(0, timeout=0)  # the waiter below must wait
+    real_flock = fcntl.flock
+    looked = threading.Event()
+
+    def flock(fd, op):  # the first lock is the waiter's ticket: a merge looks just before it
+        if not looked.is_set():
+            looked.set()
+            gate._anyone_ahead(f"wait-9-{0:020d}-1-later")
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(_cli_gate.fcntl, "flock", flock)
+    got = {}
+    waiter = threading.Thread(target=lambda: got.setdefault("slot", gate.acquire(0, timeout=30)))
+    waiter.start()
+    try:
+        wait_until(lambda: list(tmp_path.glob("wait-0-*")), 30, "the waiting reply's ticket")
+        assert gate._anyone_ahead(f"wait-9-{0:020d}-1-later")  # the merge sees the reply ahead
+    finally:
+        held.release()
+        waiter.join(timeout=30)
+    assert got["slot"] is not None
+    got["slot"].release()
+
+
 # --- whole runs of a fake CLI -----------------------------------------------------------
 
 
@@ -223,14 +255,21 @@ def test_a_tool_call_parks_the_run_and_its_result_continues_the_same_process(tmp
         wait_until(lambda: gone(pid), 30, "the run ends with its answer")
 
 
-def test_a_request_that_does_not_continue_the_parked_run_ends_it_and_starts_afresh(tmp_path):
-    with FakeCli("tool", tmp_path) as conn:
-        list(conn.stream(request()))
+def test_a_call_on_a_reused_thread_id_leaves_the_parked_run_to_its_caller(tmp_path):
+    """Issue 13: callers run each call on a fresh thread and thread ids are reused, so the
+    thread says nothing about whose run it is. Here both calls share one thread: the
+    unrelated one must not end the parked run, which its caller's results continue."""
+    with FakeCli("tool", tmp_path, concurrency=2) as conn:  # the parked run holds its slot
+        first = request()
+        list(conn.stream(first))
         (parked,) = conn.parked_pids()
         conn.mode = "reply"
-        events = list(conn.stream(request(Message.user("something else"))))
-        assert events[-1] == Stop("end_turn")
-        wait_until(lambda: gone(parked), 30, "the stale run ends")
+        assert list(conn.stream(request(Message.user("something else"))))[-1] == Stop("end_turn")
+        assert conn.parked_pids() == [parked]
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        events = list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+        assert "got: user: amber-42" in "".join(e.text for e in events if isinstance(e, TextDelta))
+        wait_until(lambda: gone(parked), 30, "the run ends with its answer")
 
 
 def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):
@@ -251,6 +290,59 @@ def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):
         events = list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
         assert "got: user: amber-42" in "".join(e.text for e in events if isinstance(e, TextDelta))
         assert conn.parked_pids() == []
+
+
+def test_a_run_parked_past_the_timeout_ends_by_itself_and_frees_its_slot(tmp_path):
+    """Issue 13: a turn stopped during its tool step never calls stream again; its parked
+    run must not hold the only slot until someone else's call or the exit."""
+    with FakeCli("tool", tmp_path, timeout=3) as conn:
+        list(conn.stream(request()))
+        (pid,) = conn.parked_pids()
+        wait_until(lambda: gone(pid), 30, "the parked run ends by itself")
+        assert conn.parked_pids() == []
+        slot = Gate(tmp_path / "state" / "gate", 1).acquire(0, timeout=30)  # another process on the state_dir
+        assert slot is not None
+        slot.release()
+
+
+def test_ended_runs_leave_no_bridge_listener_thread_and_are_not_kept_live(tmp_path):
+    """Issue 13: closing the listener did not wake its accept() (Linux), so every call left
+    a thread and, through it, its run in LIVE."""
+    before = set(threading.enumerate())
+    with FakeCli("reply", tmp_path) as conn:
+        for _ in range(3):
+            assert list(conn.stream(request()))[-1] == Stop("end_turn")
+        conn.mode = "tool"
+        first = request()
+        list(conn.stream(first))
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        events = list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+        assert events[-1] == Stop("end_turn")
+
+    def listeners() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "cli-bridge" and t not in before]
+
+    wait_until(lambda: not listeners(), 30, "the bridge listeners end with their runs")
+    assert [run for run in LIVE if run.ended] == []
+
+
+def test_a_continued_run_whose_results_cannot_be_sent_is_killed(tmp_path, monkeypatch):
+    """Issue 13: the run has left the parked ones when its results go out; if sending them
+    fails, nothing else would ever end it."""
+    from everchat.actors.models import _cli
+
+    def broken(*args):
+        raise RuntimeError("could not send the results")
+
+    with FakeCli("tool", tmp_path, concurrency=2) as conn:
+        first = request()
+        list(conn.stream(first))
+        (pid,) = conn.parked_pids()
+        monkeypatch.setattr(_cli, "answer", broken)
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        with pytest.raises(RuntimeError, match="could not send"):
+            list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+        wait_until(lambda: gone(pid), 30, "the run whose results failed ends")
 
 
 def test_a_timeout_kills_the_cli_and_everything_it_started(tmp_path, monkeypatch):
@@ -277,6 +369,61 @@ def test_a_stopped_reply_kills_its_run(tmp_path, monkeypatch):
     wait_until(lambda: gone(child) and gone(grandchild), 30, "the CLI and what it started end")
 
 
+def test_close_ends_a_run_that_is_still_streaming(tmp_path, monkeypatch):
+    """Issue 13: close() ended only the parked runs, though it promises every live one."""
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAKE_CLI_PIDS", str(pids))
+    conn = FakeCli("hang", tmp_path)
+    stream = conn.stream(request())
+    try:
+        assert next(stream) == TextDelta("Thinking about it")
+        conn.close()
+        child, grandchild = map(int, pids.read_text().split())
+        wait_until(lambda: gone(child) and gone(grandchild), 30, "close() ends the streaming run")
+    finally:
+        stream.close()
+
+
+def test_a_run_ended_while_a_tool_call_arrives_ends_whole(tmp_path, monkeypatch):
+    """Issue 13: kill() walked the pending calls while the stream's thread could add one."""
+    from everchat.actors.models import _cli_run
+
+    run = _cli_run.Run(folder=tmp_path / "run", slot=None)
+    (tmp_path / "run").mkdir()
+    a, b = socket.socketpair()
+    run.pending["first"] = _cli_run.BridgeCall("first", "zoom", {}, a)
+    close = _cli_run._close_quietly
+
+    def arriving(sock):  # another thread queues a call while kill() walks them
+        run.pending.setdefault("second", _cli_run.BridgeCall("second", "zoom", {}, b))
+        close(sock)
+
+    monkeypatch.setattr(_cli_run, "_close_quietly", arriving)
+    run.kill()
+    assert run.ended and not (tmp_path / "run").exists()
+    b.close()
+
+
+def test_a_run_closed_while_its_results_go_out_fails_as_a_model_error(tmp_path, monkeypatch):
+    """Issue 13: close() from another thread between taking the parked run and answering
+    it left the caller a KeyError."""
+    from everchat.actors.models import _cli
+
+    with FakeCli("tool", tmp_path) as conn:
+        first = request()
+        list(conn.stream(first))
+        sending = _cli.answer
+
+        def closed_first(run, *args):
+            conn.close()
+            sending(run, *args)
+
+        monkeypatch.setattr(_cli, "answer", closed_first)
+        result = Message("user", (ToolResultBlock.of_text("toolu_fake_1", "user: amber-42"),))
+        with pytest.raises(ProtocolError):
+            list(conn.stream(replace(first, messages=(*first.messages, Message.assistant("(zoom)"), result))))
+
+
 def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
     """The bridge's lifeline: no prctl needed, so this holds on macOS too."""
     runs = Path(tempfile.mkdtemp(prefix="ec"))  # the owner's temp dir: short, for the socket's path
@@ -298,6 +445,28 @@ def test_a_parked_run_dies_with_the_process_that_owns_it(tmp_path):
         shutil.rmtree(runs, ignore_errors=True)
 
 
+@pytest.mark.parametrize("owner", ["none", "dead"])
+def test_a_bridge_removes_the_folder_only_of_a_run_whose_owner_was_there(tmp_path, owner):
+    """Issue 13: run by hand on a folder (no socket), the bridge removed that folder."""
+    folder = Path(tempfile.mkdtemp(prefix="ec"))  # short: the socket's path
+    try:
+        (folder / "tools.json").write_text("[]")
+        if owner == "dead":  # a socket nobody listens on: its owner died before the lifeline
+            dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            dead.bind(str(folder / "bridge.sock"))
+            dead.close()
+        bridge = subprocess.Popen([sys.executable, "-m", "everchat.actors.models._mcp_bridge", str(folder)],
+                                  stdin=subprocess.PIPE, start_new_session=True)  # its group is not ours
+        try:
+            assert bridge.wait(timeout=30) == 0  # its lifeline ended it
+        finally:
+            bridge.kill()
+            bridge.stdin.close()
+        assert folder.exists() == (owner == "none")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_output_that_is_not_json_is_a_protocol_error(tmp_path):
     with FakeCli("garbage", tmp_path) as conn, pytest.raises(ProtocolError, match="not JSON"):
         list(conn.stream(request()))
@@ -308,11 +477,50 @@ def test_a_cli_that_exits_without_an_answer_says_so_with_its_stderr(tmp_path):
         list(conn.stream(request()))
 
 
+def test_a_decoder_that_raises_at_the_end_still_ends_the_call(tmp_path):
+    """Issue 13: the output reader died before saying the output closed, so the call
+    waited out its timeout instead of failing at once; its error is the call's."""
+
+    class Raising(ClaudeDecoder):
+        def end(self, returncode, stderr):
+            raise RuntimeError("a decoder bug")
+
+    conn = FakeCli("exit", tmp_path, timeout=20)
+    conn.decoder = lambda request: Raising(conn.provider, request.model)
+    with conn, pytest.raises(ProtocolError, match="RuntimeError: a decoder bug"):
+        list(conn.stream(request()))
+
+
 def test_a_missing_executable_reads_clearly(tmp_path):
     conn = FakeCli("reply", tmp_path)
     conn.executable = str(tmp_path / "no-such-cli")
     with pytest.raises(CliMissing, match="--cli-executable"):
         list(conn.stream(request()))
+
+
+def test_a_cli_that_cannot_be_executed_reads_as_missing(tmp_path):
+    conn = FakeCli("reply", tmp_path)
+    conn.executable = str(tmp_path / "not-a-program")
+    Path(conn.executable).write_bytes(b"\x00\x01 not an executable format")
+    os.chmod(conn.executable, 0o755)  # exec fails with ENOEXEC, not a missing file (issue 13)
+    with pytest.raises(CliMissing, match="cannot start .*--cli-executable"):
+        list(conn.stream(request()))
+
+
+@pytest.mark.parametrize("where", ["missing", "too long"])
+def test_a_run_folder_that_cannot_be_made_is_a_protocol_error_and_frees_the_slot(tmp_path, monkeypatch, where):
+    """Issue 13: an OSError while preparing the run (its folder; a socket path longer than
+    AF_UNIX allows) reads as the model's error, not a raw OSError callers do not catch."""
+    temp = tmp_path / ("no-such-folder" if where == "missing" else "x" * 120)
+    if where == "too long":
+        temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with FakeCli("reply", tmp_path) as conn:
+        with pytest.raises(ProtocolError, match="could not prepare the CLI run"):
+            list(conn.stream(request()))
+        slot = conn.gate.acquire(0, timeout=0)
+        assert slot is not None
+        slot.release()
 
 
 def test_the_fake_server_tells_which_images_a_request_carried_in_either_vendors_shape():

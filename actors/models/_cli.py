@@ -15,9 +15,10 @@ When the CLI calls one of our tools, the bridge holds the CLI and `stream` yield
 `ToolCall(...)`, `Usage`, `Stop("tool_use")`. The caller runs the tool and calls
 `stream(next_request)`, whose last user message holds the `ToolResultBlock`s: their ids
 match the run's pending calls, so the results go back to the CLI and the same process
-streams on. Any other request ends a live run and starts a fresh one. A run is killed
-(its whole process group) on timeout, on close, when its generator is dropped, and by
-the bridge itself when this process dies.
+streams on. Any other request starts a fresh run and leaves parked runs alone (the thread
+a call comes on says nothing of whose run it is); a parked run nobody continues ends once
+parked longer than the timeout. A run is killed (its whole process group) on timeout, on
+close, when its generator is dropped, and by the bridge itself when this process dies.
 
 A subclass (Claude Code: `_claudecode.py`, Codex: `_codex.py`) implements `argv`,
 `opening` and `decoder`, and may extend `environment`.
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,8 +134,13 @@ class CliConnection(Connection):
         base = Path(state_dir) if state_dir is not None else Path(tempfile.gettempdir()) / f"everchat-cli-{os.getuid()}"
         self.state_dir = base
         self.gate = Gate(base / "gate", concurrency)
-        self._parked: dict[int, tuple[Run, float]] = {}  # caller thread -> (run waiting for results, since)
+        # run waiting for its caller's results -> since when; no owner: callers use a fresh
+        # thread per call and thread ids are reused (issue 13), only the results say whose it is
+        self._parked: dict[Run, float] = {}
         self._lock = threading.Lock()
+        self._reaped = threading.Condition(self._lock)  # wakes the reaper when a run parks
+        self._reaper: threading.Thread | None = None  # alive while runs are parked
+        self._runs: weakref.WeakSet[Run] = weakref.WeakSet()  # every run started here, for close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.executable}, slots={self.gate.slots})"
@@ -154,11 +161,6 @@ class CliConnection(Connection):
     def environment(self, run: Run, request: Request) -> dict[str, str]:
         """The child's environment: ours without API keys. Extend, never re-add keys."""
         return scrubbed_environment()
-
-    def keep_stdin_open(self) -> bool:
-        """Whether stdin stays open after `opening` (Claude Code's stream-json input does;
-        a CLI that reads its prompt to EOF does not)."""
-        return True
 
     def working_folder(self, run: Run) -> Path:
         """Where the CLI runs. Default: the run's fresh folder. A CLI that writes its
@@ -181,9 +183,9 @@ class CliConnection(Connection):
     # --- the contract ---------------------------------------------------------------
 
     def close(self) -> None:
-        """End every live run."""
+        """End every live run: parked ones and those still streaming (issue 13)."""
         with self._lock:
-            runs = [run for run, _ in self._parked.values()]
+            runs = [*self._parked, *self._runs]
             self._parked.clear()
         for run in runs:
             run.kill()
@@ -192,47 +194,69 @@ class CliConnection(Connection):
         run, results = self._take_parked(request)
         if run is None:
             run = self._start(request)
-        else:
-            answer(run, results, request.messages[-1])
         deadline = time.monotonic() + self.timeout
         run.parked = False
         try:
+            if results is not None:
+                # inside the try: the run has left the parked ones, so if this fails
+                # only the finally below still ends it (issue 13)
+                answer(run, results, request.messages[-1])
             yield from self._events(run, request, deadline)
         finally:
             # parked before its Stop("tool_use") is yielded, so a caller that stops reading
             # right at the Stop still continues this run with its results
             if run.parked and run.pending and not run.ended:
-                with self._lock:
-                    self._parked[threading.get_ident()] = (run, time.monotonic())
+                self._park(run)
             else:
                 run.kill()
 
     def parked_pids(self) -> list[int]:
         """The CLI processes waiting for their callers' tool results (for status and tests)."""
         with self._lock:
-            return [run.proc.pid for run, _ in self._parked.values() if run.proc is not None]
+            return [run.proc.pid for run in self._parked if run.proc is not None]
+
+    def _park(self, run: Run) -> None:
+        """Keep `run` for its caller's results, at most `timeout` seconds: a caller that
+        never comes back (a turn stopped in its tool step) must not hold the slot until
+        the next call or the exit (issue 13). One reaper thread ends the overdue runs."""
+        with self._reaped:
+            self._parked[run] = time.monotonic()
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, daemon=True, name="cli-parked")
+                self._reaper.start()
+            self._reaped.notify()
+
+    def _reap(self) -> None:
+        """End each parked run once its caller is later than `timeout`; return when none is parked."""
+        while True:
+            with self._reaped:
+                while True:
+                    if not self._parked:
+                        self._reaper = None
+                        return
+                    now = time.monotonic()
+                    overdue = [run for run, since in self._parked.items()
+                               if run.ended or now - since >= self.timeout]
+                    if overdue:
+                        break
+                    self._reaped.wait(min(self._parked.values()) + self.timeout - now)
+                for run in overdue:
+                    del self._parked[run]
+            for run in overdue:
+                run.kill()  # outside the lock: it waits for the process
 
     def _take_parked(self, request: Request) -> tuple[Run | None, list[ToolResultBlock] | None]:
-        """The parked run this request continues (its results answer exactly that run's
-        pending calls), with those results. The caller's own parked run that it does not
-        continue is stale (the caller moved on) and ends; so does any run left parked past
-        the timeout. Runs other callers (threads) parked meanwhile are theirs to continue."""
-        me = threading.get_ident()
-        now = time.monotonic()
-        stale: list[Run] = []
-        found: tuple[Run | None, list[ToolResultBlock] | None] = (None, None)
+        """The parked run this request continues (its last user message answers exactly
+        that run's pending calls), with those results; else (None, None). Any other parked
+        run is left alone: whose it is cannot be told (issue 13), and one nobody continues
+        ends by the reaper once it has been parked longer than the timeout."""
         with self._lock:
-            for owner, (run, since) in list(self._parked.items()):
+            for run in list(self._parked):
                 results = continuation(run, request)
-                if results is not None and found[0] is None:
-                    found = (run, results)
-                    del self._parked[owner]
-                elif owner == me or now - since > self.timeout or run.ended:
-                    stale.append(run)
-                    del self._parked[owner]
-        for run in stale:
-            run.kill()
-        return found
+                if results is not None:
+                    del self._parked[run]  # the reaper no longer sees it
+                    return run, results
+        return None, None
 
     # --- inside -----------------------------------------------------------------------
 
@@ -242,9 +266,15 @@ class CliConnection(Connection):
         if slot is None:
             raise ModelTimeout(f"no free CLI slot within {waited:g} s (--cli-concurrency {self.gate.slots})",
                                provider=self.provider, model=request.model)
-        folder = Path(tempfile.mkdtemp(prefix="everchat-run-"))
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="everchat-run-"))
+        except OSError as error:
+            slot.release()
+            raise self._unprepared(error, request) from None
         run = Run(folder=folder, slot=slot)
         LIVE.add(run)
+        with self._lock:
+            self._runs.add(run)
         try:
             tools = [{"name": t.name, "description": t.description, "inputSchema": dict(t.schema)}
                      for t in request.tools]
@@ -259,8 +289,8 @@ class CliConnection(Connection):
                     argv, cwd=self.working_folder(run), env=self.environment(run, request),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     start_new_session=True)  # its own process group: killed whole
-            except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
-                raise CliMissing(f"cannot start {argv[0]} ({error.strerror}): install it or point "
+            except OSError as error:  # missing, not executable, not a program (ENOEXEC) …
+                raise CliMissing(f"cannot start {argv[0]} ({error.strerror or error}): install it or point "
                                  f"--cli-executable at it", provider=self.provider, model=request.model) from None
             errors = threading.Thread(target=read_stderr, args=(run,), daemon=True, name="cli-stderr")
             errors.start()
@@ -270,15 +300,23 @@ class CliConnection(Connection):
             assert run.proc.stdin is not None
             try:
                 run.proc.stdin.write(self.opening(run, request))
-                run.proc.stdin.flush()
-                if not self.keep_stdin_open():
-                    run.proc.stdin.close()
+                run.proc.stdin.flush()  # stdin stays open: Claude Code's stream-json input and Codex's app server expect more
             except (BrokenPipeError, OSError):
                 pass  # it exited at once: its output and exit code tell why
+        except OSError as error:  # callers catch ModelError only (issue 13)
+            run.kill()
+            raise self._unprepared(error, request) from None
         except BaseException:
             run.kill()
             raise
         return run
+
+    def _unprepared(self, error: OSError, request: Request) -> ProtocolError:
+        """An OSError while preparing a run (its folder, tools file, bridge socket: a
+        socket path longer than AF_UNIX allows, from a long TMPDIR), in words."""
+        return ProtocolError(f"could not prepare the CLI run ({error}); check the temp dir "
+                             f"({tempfile.gettempdir()}): it must be writable and its path short",
+                             provider=self.provider, model=request.model)
 
     def _events(self, run: Run, request: Request, deadline: float) -> Iterator[Event]:
         run.usage = Usage()

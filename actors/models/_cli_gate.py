@@ -3,9 +3,10 @@
 A slot is a file `slot-K.lock` held with `flock` for the whole run; the kernel drops the
 lock when its holder dies, so a crashed process never keeps a slot. Waiters queue by
 priority (0 replies, 1 leaf summaries, 2 merges; then first come): each holds a flock'd
-ticket file `wait-P-T-PID-R` while it waits, and takes a free slot only when no live
-ticket is ahead of it. A ticket whose lock can be taken belongs to a dead waiter and is
-removed. Waiting polls (a few times a second): slots are held for seconds or minutes.
+ticket file `wait-P-T-PID-R` while it waits (locked before it takes that name), and takes
+a free slot only when no live ticket is ahead of it. A ticket whose lock can be taken
+belongs to a dead waiter and is removed. Waiting polls every `_POLL` (50 ms): slots are
+held for seconds or minutes.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Gate", "Slot", "PRIORITIES"]
+__all__ = ["Gate", "Slot"]
 
-PRIORITIES = {"reply": 0, "leaf": 1, "merge": 2}
-_POLL = 0.05
+_POLL = 0.05  # seconds between looks while waiting
 
 
 class Slot:
@@ -78,8 +78,17 @@ class Gate:
         deadline = time.monotonic() + timeout
         name = f"wait-{priority}-{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}"
         ticket = self.folder / name
-        ticket_fd = _try_lock(ticket)
+        # locked under a name other waiters do not look at, then renamed into place: an
+        # unlocked ticket would read as a dead waiter's and be removed (issue 13)
+        fresh = self.folder / f"new-{name}"
+        ticket_fd = _try_lock(fresh)
         assert ticket_fd is not None  # a fresh, unique name
+        try:
+            os.rename(fresh, ticket)
+        except OSError:
+            fresh.unlink(missing_ok=True)
+            os.close(ticket_fd)
+            raise
         try:
             while True:
                 if not self._anyone_ahead(name):

@@ -117,28 +117,44 @@ class Run:
     held: list = field(default_factory=list)  # items read past a tool call, first out next time
     asked: bool = False  # the last model message ended asking for tools (`ToolsAsked`)
     waiting: list = field(default_factory=list)  # bridge calls that came before their message's end
+    _ending: threading.Lock = field(default_factory=threading.Lock, repr=False)  # kill() runs once
 
     def socket_path(self) -> str:
         return str(self.folder / SOCKET_NAME)
 
     def kill(self) -> None:
-        """End the run for good: the process group, the socket, the folder, the slot."""
-        if self.ended:
-            return
-        self.ended = True
-        for call in self.pending.values():
+        """End the run for good: the process group, the socket, the folder, the slot. Safe
+        from any thread, at once with others (the reaper, close(), the caller; issue 13)."""
+        with self._ending:
+            if self.ended:
+                return
+            self.ended = True
+            calls = list(self.pending.values())  # the stream's thread may add one meanwhile
+            self.pending.clear()
+        for call in calls:
             if call.sock is not None:
                 _close_quietly(call.sock)
-        self.pending.clear()
         for sock in self.lifelines:
             _close_quietly(sock)
         if self.listener is not None:
-            _close_quietly(self.listener)
+            _end_listener(self.listener)
         if self.proc is not None:
             _kill_group(self.proc)
         shutil.rmtree(self.folder, ignore_errors=True)
         if self.slot is not None:
             self.slot.release()
+        LIVE.discard(self)  # only live runs are kept (issue 13)
+
+
+def _end_listener(listener: socket.socket) -> None:
+    """Close the bridge's listener so its `accept` thread ends: a bare close() does not
+    wake a thread blocked in accept() on Linux, shutdown() does (issue 13); where it does
+    not (macOS), the thread sees `ended` at its next poll (`_ACCEPT_POLL`)."""
+    try:
+        listener.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # ENOTCONN on some systems: the poll covers those
+    _close_quietly(listener)
 
 
 def _close_quietly(sock: socket.socket) -> None:
@@ -199,7 +215,9 @@ def answer(run: Run, results: list[ToolResultBlock] | None, last: Message) -> No
     assert results is not None
     extra = [b for b in last.content if isinstance(b, (TextBlock, ImageBlock))]
     for n, result in enumerate(results):
-        call = run.pending.pop(result.tool_use_id)
+        call = run.pending.pop(result.tool_use_id, None)
+        if call is None:
+            continue  # the run was ended meanwhile (close()): its output tells
         parts = list(result.content) + (extra if n == len(results) - 1 else [])
         if call.reply is not None:
             call.reply(parts, result.is_error)
@@ -236,14 +254,22 @@ def _mcp_part(block: TextBlock | ImageBlock) -> dict[str, Any]:
     return {"type": "text", "text": block.text}
 
 
+_ACCEPT_POLL = 0.5  # seconds between looks at `ended` where closing does not wake accept()
+
+
 def accept(run: Run) -> None:
-    """The bridge listener: each connection brings one tool call (or the lifeline)."""
+    """The bridge listener: each connection brings one tool call (or the lifeline). Ends
+    with the run (see `_end_listener`)."""
     assert run.listener is not None
-    while True:
+    run.listener.settimeout(_ACCEPT_POLL)  # accepted sockets still block (no default timeout)
+    while not run.ended:
         try:
             sock, _ = run.listener.accept()
+        except TimeoutError:
+            continue
         except OSError:
-            return  # closed: the run ended
+            return  # closed or shut down: the run ended
+        sock.setblocking(True)
         try:
             line = sock.makefile("rb").readline()
             message = json.loads(line) if line else {}
@@ -269,36 +295,39 @@ def accept(run: Run) -> None:
 def read_output(run: Run, decoder: Decoder, errors: threading.Thread) -> None:
     assert run.proc is not None and run.proc.stdout is not None
     try:
-        for raw in run.proc.stdout:
-            line = raw.decode("utf-8", "replace").strip()
-            if line:
-                for item in _fed(decoder, line):
-                    run.items.put(item)
-    except (OSError, ValueError):
-        pass  # the pipe was closed by kill()
-    code = run.proc.poll()
-    if code is None:
         try:
-            code = run.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
-    errors.join(timeout=5)  # its last words, for the error message
-    for item in decoder.end(code, "".join(run.stderr)):
-        run.items.put(item)
-    run.items.put(Closed())
+            for raw in run.proc.stdout:
+                line = raw.decode("utf-8", "replace").strip()
+                if line:
+                    for item in _fed(decoder, line):
+                        run.items.put(item)
+        except (OSError, ValueError):
+            pass  # the pipe was closed by kill()
+        code = run.proc.poll()
+        if code is None:
+            try:
+                code = run.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+        errors.join(timeout=5)  # its last words, for the error message
+        for item in _fed(decoder, None, code, "".join(run.stderr)):
+            run.items.put(item)
+    finally:
+        run.items.put(Closed())  # whatever happened above, the call must not wait out its timeout (issue 13)
 
 
-def _fed(decoder: Decoder, line: str) -> list[Any]:
-    """`decoder.feed(line)`; a decoder that raises (a line of a shape it did not expect)
-    gives the error as an item, so the call fails at once instead of waiting out its
-    timeout for an end this thread would never send."""
+def _fed(decoder: Decoder, line: str | None, *end: Any) -> list[Any]:
+    """`decoder.feed(line)`, or `decoder.end(*end)` when `line` is None; a decoder that
+    raises (a line of a shape it did not expect) gives the error as an item, so the call
+    fails at once instead of waiting out its timeout for an end this thread would never send."""
     try:
-        return list(decoder.feed(line))
+        return list(decoder.feed(line) if line is not None else decoder.end(*end))
     except ModelError as error:
         return [error]
     except Exception as error:
-        return [ProtocolError(f"the CLI wrote a line that could not be read ({type(error).__name__}: {error}): "
-                              f"{line[:120]!r}", provider=getattr(decoder, "provider", ""),
+        what = f"a line that could not be read ({type(error).__name__}: {error}): {line[:120]!r}" \
+            if line is not None else f"an end that could not be read ({type(error).__name__}: {error})"
+        return [ProtocolError(f"the CLI wrote {what}", provider=getattr(decoder, "provider", ""),
                               model=getattr(decoder, "model", ""))]
 
 

@@ -10,7 +10,7 @@ It also keeps one "lifeline" connection to the socket, on which the connection n
 CLI's pid: when it closes (the connection ended the run, or its process died), this bridge
 removes the run's folder and kills the CLI's process group, itself included (portable: no
 prctl needed, macOS included), so no run outlives its owner. Run by hand, it kills nothing
-but itself.
+but itself, and removes a folder only if it holds a run's socket.
 """
 
 from __future__ import annotations
@@ -52,16 +52,21 @@ def _lifeline(folder: str) -> None:
     """Block on a connection the owner never writes to again (it first names the CLI's
     pid); its end ends the whole run: the CLI's process group, this bridge, the folder."""
     cli = None
+    owned = False  # the folder is a run's: its owner answered, or died leaving its socket
     try:
         sock = _connect(folder)
+        owned = True
         sock.sendall(b'{"lifeline": true}\n')
         reader = sock.makefile("rb")
         first = reader.readline()  # {"cli": PID}
         cli = json.loads(first).get("cli") if first else None
         reader.read()  # returns at EOF: the owner closed its end or died
+    except ConnectionRefusedError:
+        owned = True  # a socket nobody listens on: the owner died before our lifeline
     except (OSError, ValueError):
         pass
-    shutil.rmtree(folder, ignore_errors=True)  # the run's folder: its owner may be gone
+    if owned:  # never a folder without a run's socket (a bridge run by hand; issue 13)
+        shutil.rmtree(folder, ignore_errors=True)  # the run's folder: its owner may be gone
     if isinstance(cli, int) and cli > 1:
         for kill in (os.killpg, os.kill):  # the CLI leads its own group (start_new_session)
             try:
