@@ -131,6 +131,10 @@ class Run:
             self.ended = True
             calls = list(self.pending.values())  # the stream's thread may add one meanwhile
             self.pending.clear()
+        if self.proc is not None:
+            # First: a call's socket closed while the CLI still ran would let it answer
+            # itself (an error result) and finish, as if the run had not been ended.
+            _kill_group(self.proc)
         for call in calls:
             if call.sock is not None:
                 _close_quietly(call.sock)
@@ -138,8 +142,6 @@ class Run:
             _close_quietly(sock)
         if self.listener is not None:
             _end_listener(self.listener)
-        if self.proc is not None:
-            _kill_group(self.proc)
         shutil.rmtree(self.folder, ignore_errors=True)
         if self.slot is not None:
             self.slot.release()
@@ -261,7 +263,10 @@ def accept(run: Run) -> None:
     """The bridge listener: each connection brings one tool call (or the lifeline). Ends
     with the run (see `_end_listener`)."""
     assert run.listener is not None
-    run.listener.settimeout(_ACCEPT_POLL)  # accepted sockets still block (no default timeout)
+    try:
+        run.listener.settimeout(_ACCEPT_POLL)  # accepted sockets still block (no default timeout)
+    except OSError:
+        return  # the run ended before this thread began
     while not run.ended:
         try:
             sock, _ = run.listener.accept()
