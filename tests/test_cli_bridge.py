@@ -272,6 +272,22 @@ def test_a_call_on_a_reused_thread_id_leaves_the_parked_run_to_its_caller(tmp_pa
         wait_until(lambda: gone(parked), 30, "the run ends with its answer")
 
 
+def test_a_new_turn_ends_the_parked_run_of_a_turn_stopped_in_its_tool_step(tmp_path):
+    """R37, issue 13: a turn stopped while its tools ran never continues its run. A chat runs
+    one turn at a time, so the next turn's call ends that run at once and takes its slot
+    (with --cli-concurrency 1 it would otherwise wait out the whole timeout); a parked
+    agent's run is not a turn's and stays."""
+    with FakeCli("tool", tmp_path, timeout=600, concurrency=2) as conn:
+        list(conn.stream(replace(request(), label="agent")))
+        list(conn.stream(replace(request(Message.user("the stopped turn")), label="turn")))
+        agent, stopped = conn.parked_pids()
+        conn.mode = "reply"
+        events = list(conn.stream(replace(request(Message.user("the next turn")), label="turn")))
+        assert events[-1] == Stop("end_turn")
+        assert conn.parked_pids() == [agent]
+        wait_until(lambda: gone(stopped), 30, "the stopped turn's run ends")
+
+
 def test_a_run_parked_by_one_caller_survives_another_callers_call(tmp_path):
     with FakeCli("tool", tmp_path, concurrency=2) as conn:  # the parked run holds its slot
         first = request()

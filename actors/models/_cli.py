@@ -196,6 +196,7 @@ class CliConnection(Connection):
             run = self._start(request)
         deadline = time.monotonic() + self.timeout
         run.parked = False
+        run.label = request.label
         try:
             if results is not None:
                 # inside the try: the run has left the parked ones, so if this fails
@@ -250,13 +251,25 @@ class CliConnection(Connection):
         that run's pending calls), with those results; else (None, None). Any other parked
         run is left alone: whose it is cannot be told (issue 13), and one nobody continues
         ends by the reaper once it has been parked longer than the timeout."""
-        with self._lock:
-            for run in list(self._parked):
-                results = continuation(run, request)
-                if results is not None:
-                    del self._parked[run]  # the reaper no longer sees it
-                    return run, results
-        return None, None
+        abandoned: list[Run] = []
+        try:
+            with self._lock:
+                for run in list(self._parked):
+                    results = continuation(run, request)
+                    if results is not None:
+                        del self._parked[run]  # the reaper no longer sees it
+                        return run, results
+                if request.label == "turn":
+                    # A chat runs one turn at a time: a new turn that continues no parked
+                    # turn means that one was stopped in its tool step (R37) and will never
+                    # come back; its slot is free now, not at the reaper's deadline.
+                    abandoned = [run for run in self._parked if run.label == "turn"]
+                    for run in abandoned:
+                        del self._parked[run]
+            return None, None
+        finally:
+            for run in abandoned:
+                run.kill()
 
     # --- inside -----------------------------------------------------------------------
 

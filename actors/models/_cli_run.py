@@ -114,6 +114,7 @@ class Run:
     stderr: list[str] = field(default_factory=list)
     ended: bool = False
     parked: bool = False  # stopped for tool results: kept for the next request
+    label: str = ""  # the request's (`Request.label`): "turn" runs come one at a time
     held: list = field(default_factory=list)  # items read past a tool call, first out next time
     asked: bool = False  # the last model message ended asking for tools (`ToolsAsked`)
     waiting: list = field(default_factory=list)  # bridge calls that came before their message's end
