@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from everchat.actors.credentials import is_credential
+
 __all__ = ["CLOSE_START_SECONDS", "LIMIT", "STOP_SECONDS", "HookResult", "HookRunner", "hook_env", "run_hook"]
 
 log = logging.getLogger("everchat.after_turn")
@@ -60,13 +62,9 @@ supervisor waits this long for the turn runner before it kills it."""
 TAIL_CHARS = 2000
 """How much of a failed command's output is shown."""
 
-_SECRET_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY",
-                           "BRAVE_SEARCH_API_KEY", "EVERCHAT_TURN_SETTINGS"})
-
-
 def _secret(name: str) -> bool:
-    upper = name.upper()
-    return upper in _SECRET_NAMES or upper.endswith("_API_KEY") or upper.endswith("_AUTH_TOKEN")
+    """A model or search credential (actors/credentials.py), or the turn runner's settings."""
+    return is_credential(name) or name.upper() == "EVERCHAT_TURN_SETTINGS"
 
 
 def hook_env(environ: Mapping[str, str], turn: int, chat: Path | str, home: Path | str) -> dict[str, str]:

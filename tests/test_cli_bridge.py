@@ -61,6 +61,7 @@ def test_the_child_environment_holds_no_api_key_but_keeps_the_subscription_login
                                 "OPENAI_API_KEY": "c", "CODEX_API_KEY": "d", "CLAUDE_CODE_USE_BEDROCK": "1",
                                 "SOME_VENDOR_API_KEY": "e", "CLAUDE_CODE_OAUTH_TOKEN": "login",
                                 "AZURE_CLIENT_SECRET": "f", "OPENAI_IDENTITY_TOKEN_FILE": "/tmp/t",
+                                "CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR": "3", "ANTHROPIC_CUSTOM_HEADERS": "x-api-key: g",
                                 "ANTHROPIC_BASE_URL": "http://127.0.0.1:1"})
     assert env == {"PATH": "/bin", "CLAUDE_CODE_OAUTH_TOKEN": "login", "ANTHROPIC_BASE_URL": "http://127.0.0.1:1"}
 

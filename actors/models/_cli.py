@@ -40,6 +40,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from everchat.actors.credentials import CREDENTIAL_NAMES, without_credentials
+
 from ._cli_gate import Gate
 from ._cli_run import (
     LIVE,
@@ -70,27 +72,14 @@ __all__ = [
     "scrubbed_environment",
 ]
 
-SCRUBBED = (
-    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY", "AZURE_OPENAI_API_KEY",
-    "ANTHROPIC_FOUNDRY_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
-    "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CODE_API_KEY_HELPER_TTL_MS", "ANTHROPIC_VERTEX_PROJECT_ID",
-    # Codex's Azure federation: a paid Azure OpenAI deployment, not the ChatGPT plan.
-    "AZURE_CLIENT_SECRET", "OPENAI_IDENTITY_TOKEN_FILE",
-    # Claude Code sends these headers with every request: an `x-api-key` in them is billed.
-    "ANTHROPIC_CUSTOM_HEADERS",
-)
-"""Variables a paid API path reads (keys, tokens, cloud-provider switches). Every name
-ending in `_API_KEY` or `_AUTH_TOKEN` goes too; the CLI's own login (its credentials
-file, CLAUDE_CODE_OAUTH_TOKEN) is the subscription and stays."""
+SCRUBBED = CREDENTIAL_NAMES
+"""Variables a paid API path reads (actors/credentials.py): with every name ending in
+`_API_KEY` or `_AUTH_TOKEN`, never in the child's environment."""
 
 
 def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """`base` (default: ours) without any variable that would let the CLI pay by API."""
-    env = dict(os.environ if base is None else base)
-    for name in list(env):
-        if name in SCRUBBED or name.endswith("_API_KEY") or name.endswith("_AUTH_TOKEN"):
-            del env[name]
-    return env
+    return without_credentials(os.environ if base is None else base)
 
 
 def priority_of(request: Request) -> int:
