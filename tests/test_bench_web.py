@@ -49,3 +49,12 @@ def test_the_bench_prints_its_figures_and_every_client_got_every_delta(tmp_path,
         assert figures["page_bytes_fetched"]["value"] > 0
         assert (figures["pages_complete"]["value"], figures["pages_complete"]["of"]) == (1, 1)
         assert figures["page_ready_ms"]["loads"] == figures["api_history_p50_ms"]["calls"] == 1
+
+
+def test_the_listening_child_reads_a_cookie_that_starts_with_a_dash():
+    """A session cookie is url-safe base64, so one in 64 starts with `-`; passed as a
+    separate word, argparse took it for an option and the child exited 2 (a CI failure)."""
+    server = bench_web._Server(session=None, stamped=None, port=8765, cookie="-Ab_c-d")
+    argv = bench_web._listener_argv(server, 3)
+    args = bench_web._parser().parse_args(argv[2:])
+    assert (args.cookie, args.origin, args.clients) == ("-Ab_c-d", server.origin, 3)

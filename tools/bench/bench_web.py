@@ -195,15 +195,20 @@ def _check_client(last: int, events: list, reply: str) -> tuple[bool, str]:
     return True, ""
 
 
+def _listener_argv(server: _Server, clients: int) -> list[str]:
+    """The listening child's command line. Values go as `--name=value`: a cookie is url-safe
+    base64 and starts with `-` once in 64, which argparse would take for an option (exit 2)."""
+    return [sys.executable, __file__, f"--listen=ws://127.0.0.1:{server.port}/api/events",
+            f"--origin={server.origin}", f"--cookie={server.cookie}", f"--clients={clients}"]
+
+
 def _one_turn(server: _Server, fake, clients: int, deltas: int, timeout: float,
               pages: web_pages.Watchers | None = None) -> dict:
     """One streamed turn watched by `clients` sockets (and `pages`, when given); its lags
     (ms), checks and CPU."""
     reply = "".join(_piece(k) for k in range(deltas))
     last_piece = _piece(deltas - 1).strip()
-    child = subprocess.Popen([sys.executable, __file__, "--listen", f"ws://127.0.0.1:{server.port}/api/events",
-                              "--origin", server.origin, "--cookie", server.cookie, "--clients", str(clients)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(_listener_argv(server, clients), stdout=subprocess.PIPE, text=True)
     try:
         if child.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the clients did not connect (exit {child.wait(timeout)})")
@@ -402,7 +407,7 @@ def figures(streams: dict[int | str, list[dict]], pages: dict | None, deltas: in
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=1000, help="text deltas in a streamed reply")
     parser.add_argument("--gap", type=float, default=5.0, help="milliseconds between deltas at the model")
@@ -419,7 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", help=argparse.SUPPRESS)
     parser.add_argument("--origin", help=argparse.SUPPRESS)
     parser.add_argument("--cookie", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.listen:
         print(json.dumps(asyncio.run(_listen(args.listen, args.origin, args.cookie, args.clients))), flush=True)
         return 0
