@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from everchat.actors.chat import Chat
+from everchat.actors.goals import check_text
 from everchat.actors.memory import (FOLDED, PLACEHOLDER, Budget, aligned, end, key_of, level, name, newest_within,
                                     render_line, request_lines, start)
 from everchat.actors.planning import UNSETTLED_MARK
@@ -263,3 +264,12 @@ def test_p2_a_compaction_context_of_thousands_of_built_lines_keeps_the_newest_wi
         context = chat.compaction_context(key)
         assert _size(context) <= CEILING < _size(whole[len(whole) - len(context) - 1:])
         assert context[-1] == whole[-1] and context[-1].startswith("1999+1|note: 1999 basalt")
+
+
+def test_p2_a_goal_check_is_within_the_ceiling_even_at_four_bytes_a_character():
+    """The check carries no view, but a goal pasted whole went out whole: now the goal is
+    cut like each message (head and tail), so the worst case stays within the ceiling."""
+    fox = "🦊"
+    text = check_text(fox * 80_000, [("user", fox * 80_000)] + [("echo", fox * 9_000)] * 200)
+    assert len(text.encode()) <= CEILING
+    assert text.startswith("<goal>\n" + fox * 2_000 + "\n[… ") and "characters cut" in text.split("</goal>")[0]
