@@ -60,8 +60,10 @@ CHECK_MAX_TOKENS = 512
 thinking (OpenAI counts it in the limit). An empty answer is a failed check."""
 
 CHECK_CHARS = 4000
-"""Each message of the turn the check reads is cut to this many characters (head and tail),
-and the whole to `CHECK_TOTAL` characters: the check stays cheap."""
+"""The goal and each message of the turn the check reads are cut to this many characters
+(head and tail), and the turn's messages together to `CHECK_TOTAL` characters: the check
+stays cheap, and at most 4 bytes a character it stays within the view's ceiling (issue 20,
+P2: no request carries more than the ceiling, 128,000 bytes)."""
 CHECK_TOTAL = 24000
 
 CHECK_SYSTEM = (
@@ -91,13 +93,16 @@ def _cut(text: str, limit: int) -> str:
 
 
 def check_text(goal: str, messages: list[tuple[str, str]]) -> str:
-    """The check's one user message: the goal, then the latest turn's messages as
-    `kind: text` (each cut to `CHECK_CHARS`, the whole to `CHECK_TOTAL`, keeping the end)."""
+    """The check's one user message: the goal (cut to `CHECK_CHARS`, head and tail: a goal
+    pasted whole once sent the check far over the ceiling, issue 20), then the latest
+    turn's messages as `kind: text` (each cut to `CHECK_CHARS`, the whole to `CHECK_TOTAL`,
+    keeping the end). At most 4 × (4,000 + 24,000) bytes and the marks: within the ceiling."""
     lines = [_cut(f"{kind}: {text}", CHECK_CHARS) for kind, text in messages]
     body = "\n\n".join(lines) or "(the turn logged nothing)"
     if len(body) > CHECK_TOTAL:
         body = "[… the turn's start is cut …]\n" + body[-CHECK_TOTAL:]
-    return f"<goal>\n{goal}\n</goal>\n\n<latest-turn>\n{body}\n</latest-turn>\n\nIs the goal fully met?"
+    return (f"<goal>\n{_cut(goal, CHECK_CHARS)}\n</goal>\n\n<latest-turn>\n{body}\n</latest-turn>\n\n"
+            f"Is the goal fully met?")
 
 
 @dataclass(frozen=True)

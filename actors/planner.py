@@ -295,8 +295,9 @@ class PlannerActor(Actor):
         A wait for the whole view (`since` 0: a turn, or `compact`) whose view is still
         over the ceiling once its lines are built waits for the merges that can fit it,
         then runs the batch R19 would run at the next message (`Planning.fit_now`) before
-        it renders: no request carries more than the ceiling (issue 8). At the timeout
-        the batch merges what is built."""
+        it renders (issue 8). At the timeout the batch merges what is built. Whatever is
+        left unbuilt, the text answered is `Planning.request_view`: at most the ceiling
+        (issue 20, P2)."""
         self._catch_up()
         messages = self.planning.planner.messages
         if not 0 <= msg.until <= messages:
@@ -342,7 +343,7 @@ class PlannerActor(Actor):
             if settled or timed_out:
                 waiter.delivery.reply(
                     schema.SettledView(
-                        text=self.planning.render_view(fallback=not settled),
+                        text=self.planning.request_view(fallback=not settled),
                         messages=planner.messages,
                         unbuilt=planner.unbuilt_between(waiter.first, waiter.until),
                     )

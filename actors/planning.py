@@ -21,11 +21,13 @@ from everchat.actors.memory import (
     key_of,
     level,
     name,
+    newest_within,
     node_of,
     pair_of,
     recover,
     refold,
     render_line,
+    request_lines,
     start,
 )
 from everchat.actors.memory import children as _children
@@ -223,8 +225,11 @@ class Planning:
         return [render_line(half, self.node_text(half)) for half in _children(key)]
 
     def compaction_context(self, key: int) -> list[str]:
-        """R27: the compaction view cut at the node, rendered (never a placeholder)."""
-        return [render_line(line, self.node_text(line)) for line in self.planner.context(key)]
+        """R27: the compaction view cut at the node, rendered (never a placeholder), at
+        most the ceiling (issue 20, P2): past it the oldest lines are dropped
+        (`newest_within`), the cut point stays."""
+        lines = [render_line(line, self.node_text(line)) for line in self.planner.context(key)]
+        return newest_within(lines, self._limit())
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -234,23 +239,34 @@ class Planning:
             text = self.store.node(*node_of(key))
         return text
 
-    def view_lines(self, fallback: bool = False) -> list[str]:
-        """R14/R15: the view's lines, oldest first, without tags.
+    def view_lines(self) -> list[str]:
+        """R14/R15: the view's lines, oldest first, without tags: the view as it is
+        (`everchat view`, status); a request carries `request_view`."""
+        return [render_line(key, self.node_text(key)) for key in self.planner.view.ordered()]
 
-        With `fallback` (R36, a turn that waited past its settle timeout) an
-        unbuilt line shows its message's line cut to 512 bytes, marked as such.
-        """
-        lines = []
-        for key in self.planner.view.ordered():
-            text = self.node_text(key)
-            if text is None and fallback:
-                text = UNSETTLED_MARK + cut_utf8(self.compaction_input(key)[0], LINE_LIMIT)
-            lines.append(render_line(key, text))
-        return lines
-
-    def render_view(self, fallback: bool = False) -> str:
+    def render_view(self) -> str:
         """R14: `<chat>`, one line per node, `</chat>`."""
-        return "<chat>\n" + "".join(line + "\n" for line in self.view_lines(fallback)) + "</chat>"
+        return "<chat>\n" + "".join(line + "\n" for line in self.view_lines()) + "</chat>"
+
+    def request_view(self, fallback: bool = False) -> str:
+        """The view as a turn's or an agent's request carries it (R36, R38): R14's view,
+        at most the ceiling whatever is built (issue 20, P2; `memory.request_lines`).
+
+        With `fallback` (R36, a wait that ended at its settle timeout) unbuilt lines show
+        their message's line cut to 512 bytes, marked as such, newest first, as far as
+        the ceiling allows. Rendering only: the saved view never changes (R22, R42)."""
+        def marked_start(key: int) -> str:
+            return UNSETTLED_MARK + cut_utf8(self.compaction_input(key)[0], LINE_LIMIT)
+
+        lines = request_lines(self.planner.view.ordered(), self.node_text, marked_start if fallback else None,
+                              self._limit())
+        return "<chat>\n" + "".join(line + "\n" for line in lines) + "</chat>"
+
+    def _limit(self) -> int | None:
+        """The bytes a request's view (or compaction context) may carry: the ceiling (R19);
+        none when sizes count lines (R20's check)."""
+        budget = self.planner.budget
+        return budget.ceiling if budget.unit == "bytes" else None
 
     def render_compaction_view(self) -> str:
         """R21's compaction view rendered as R14 renders the view (placeholders, R15)."""

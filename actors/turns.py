@@ -234,8 +234,10 @@ class TurnRunner:
         seq = _Keys(turn)
         io.publish("TurnStarted", turn=turn)
         if settled.unbuilt:
+            # The view's budget may not hold every cut message (R36, issue 20): say so.
             io.publish("Notice", level="warning", text=f"{settled.unbuilt} line(s) of the view were not summarized "
-                       f"in time; the turn shows their messages cut to {LINE_LIMIT} bytes.")
+                       f"in time; the turn shows their messages cut to {LINE_LIMIT} bytes, newest first as far "
+                       f"as the view's budget allows, and the rest as lines to zoom.")
         early = [(later, [io.image(d) for d in later.images]) for later in io.joined(final=False)]
         for later, _ in early:
             io.publish("TurnJoined", turn=turn, message=later.ids[0])

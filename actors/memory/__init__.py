@@ -22,10 +22,12 @@ from ._nodes import (
 )
 from ._planner import Budget, NodeSource, Planner, PlannerError, Step
 from ._refold import MergeRecord, pair_of, recover, refold
+from ._render import FOLDED, aligned, newest_within, request_lines
 from ._tree import Tree
 from ._view import View
 
 __all__ = [
+    "FOLDED",
     "LINE_LIMIT",
     "PLACEHOLDER",
     "Budget",
@@ -36,12 +38,14 @@ __all__ = [
     "Step",
     "Tree",
     "View",
+    "aligned",
     "children",
     "cut_utf8",
     "end",
     "key_of",
     "level",
     "name",
+    "newest_within",
     "node_of",
     "pair_of",
     "parent",
@@ -49,6 +53,7 @@ __all__ = [
     "refold",
     "render_line",
     "render_text",
+    "request_lines",
     "span",
     "start",
 ]
