@@ -20,8 +20,9 @@ are this process's CPU time, so other work on the machine does not count):
 - `mb_per_s` for the whole mixed corpus and for each kind alone (`kind`), best of
   `--rounds` with the median beside it;
 - `texts_per_s` over the mixed corpus;
-- `changed_texts`: how many texts of the mixed corpus `redact` changed (a check that the
-  secrets are found: about one in 50, plus the few innocent texts it touches).
+- `changed_texts`: how many texts of the mixed corpus `redact` changed (about one in 50
+  holds a secret; the rest it changed are innocent texts it took for secrets), and
+  `missed_secrets`: how many of the secret lines it left as they were (0).
 
     python tools/bench/bench_redact.py [--megabytes 8] [--rounds 5] [--seed 7]
 """
@@ -38,7 +39,7 @@ import time
 
 from everchat.actors.redact import redact
 
-__all__ = ["main", "corpus", "KINDS"]
+__all__ = ["main", "corpus", "KINDS", "SECRETS"]
 
 KINDS = ("prose", "code", "tool")
 
@@ -88,24 +89,29 @@ _TOOL = [
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
+def _random(rng: random.Random, n: int, alphabet: str = _B64) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+_UPPER = _B64[:26] + "0123456789"
+SECRETS = [  # one secret of a kind `redact` knows, in a line (pieces joined: no scanner takes this file for a leak)
+    lambda rng: "my key is sk-" + "proj-" + _random(rng, 48) + " and it fails",
+    lambda rng: "export ANTHROPIC_API_KEY=sk-" + "ant-api03-" + _random(rng, 60),
+    lambda rng: "aws_access_key_id = AKIA" + _random(rng, 16, _UPPER),
+    lambda rng: "git clone https://ghp" + "_" + _random(rng, 36) + "@github.com/u/repo.git",
+    lambda rng: "curl -H 'Authorization: Bearer " + _random(rng, 40) + "' https://api.example.com",
+    lambda rng: "DATABASE_URL=postgres://app:" + _random(rng, 12) + "@db.internal:5432/prod",
+    lambda rng: '{"user": "ana", "password": "' + _random(rng, 14) + '"}',
+    lambda rng: "token eyJ" + _random(rng, 20) + ".eyJ" + _random(rng, 40) + "." + _random(rng, 43),
+    lambda rng: "/home/u/proj-AKIA" + _random(rng, 16, _UPPER) + "/notes.txt",
+    lambda rng: "mysql -u root -p" + _random(rng, 10) + " prod < dump.sql",
+    lambda rng: "npm config set //registry.npmjs.org/:_authToken npm" + "_" + _random(rng, 36),
+    lambda rng: "AccountName=acme;AccountKey=" + _random(rng, 86) + "==;EndpointSuffix=core.windows.net",
+]
+
+
 def _secret(rng: random.Random) -> str:
-    """One secret of a kind `redact` knows, in a sentence (pieces joined so no scanner
-    takes this file for a leak)."""
-    def r(n, alphabet=_B64):
-        return "".join(rng.choice(alphabet) for _ in range(n))
-    kinds = [
-        lambda: "my key is sk-" + "proj-" + r(48) + " and it fails",
-        lambda: "export ANTHROPIC_API_KEY=sk-" + "ant-api03-" + r(60),
-        lambda: "aws_access_key_id = AKIA" + r(16, _B64[:26] + "0123456789"),
-        lambda: "git clone https://ghp" + "_" + r(36) + "@github.com/u/repo.git",
-        lambda: "curl -H 'Authorization: Bearer " + r(40) + "' https://api.example.com",
-        lambda: "DATABASE_URL=postgres://app:" + r(12) + "@db.internal:5432/prod",
-        lambda: '{"user": "ana", "password": "' + r(14) + '"}',
-        lambda: "token eyJ" + r(20) + ".eyJ" + r(40) + "." + r(43),
-        lambda: "/home/u/proj-AKIA" + r(16, _B64[:26] + "0123456789") + "/notes.txt",
-        lambda: "mysql -u root -p" + r(10) + " prod < dump.sql",
-    ]
-    return rng.choice(kinds)()
+    return rng.choice(SECRETS)(rng)
 
 
 def _fill(template: str, rng: random.Random) -> str:
@@ -143,9 +149,10 @@ def _snippets(rng: random.Random, size: int, templates: list[str]) -> str:
     return "\n".join(out)[:size]
 
 
-def corpus(seed: int, megabytes: float, kind: str | None = None) -> list[str]:
+def corpus(seed: int, megabytes: float, kind: str | None = None, secrets: list[str] | None = None) -> list[str]:
     """Texts of `kind` (or mixed: half prose, a third code, the rest tool calls and
-    results) totalling about `megabytes` MB; one text in 50 (mixed) holds a secret."""
+    results) totalling about `megabytes` MB; one text in 50 (mixed) holds a secret, whose
+    line is added to `secrets`."""
     rng = random.Random(seed)
     texts, total = [], 0
     while total < megabytes * 1e6:
@@ -156,7 +163,10 @@ def corpus(seed: int, megabytes: float, kind: str | None = None) -> list[str]:
         else:
             text = _snippets(rng, size, _CODE if pick == "code" else _TOOL)
         if kind is None and rng.random() < 0.02:
-            text = f"{text[:size // 2]}\n{_secret(rng)}\n{text[size // 2:]}"
+            secret = _secret(rng)
+            text = f"{text[:size // 2]}\n{secret}\n{text[size // 2:]}"
+            if secrets is not None:
+                secrets.append(secret)
         texts.append(text)
         total += len(text.encode())
     return texts
@@ -186,13 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
 
-    mixed = corpus(args.seed, args.megabytes)
+    secrets: list[str] = []
+    mixed = corpus(args.seed, args.megabytes, secrets=secrets)
     size = sum(len(t.encode()) for t in mixed)
     rates, best = _rates(mixed, args.rounds)
     _emit("mb_per_s", max(rates), kind="mixed", median=round(statistics.median(rates), 2), texts=len(mixed),
           megabytes=round(size / 1e6, 2), mean_text_bytes=round(size / len(mixed)))
     _emit("texts_per_s", len(mixed) / best, kind="mixed")
-    _emit("changed_texts", sum(redact(t) != t for t in mixed), kind="mixed", texts=len(mixed))
+    _emit("changed_texts", sum(redact(t) != t for t in mixed), kind="mixed", texts=len(mixed),
+          with_a_secret=len(secrets))
+    _emit("missed_secrets", sum(redact(line) == line for line in secrets), kind="mixed", secrets=len(secrets))
     for kind in KINDS:
         rates, _ = _rates(corpus(args.seed + 1, args.megabytes / 2, kind), args.rounds)
         _emit("mb_per_s", max(rates), kind=kind, median=round(statistics.median(rates), 2))
