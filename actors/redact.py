@@ -177,8 +177,8 @@ def _assignments(text: str, low: str) -> list[tuple[int, int, str]]:
         while text[at:at + 1] in (" ", "\t"):
             at += 1
         value = _VALUE.match(text, at)
-        if value is None or start < done or text[start - 1:start] == "/" or not _secret_name(name):
-            continue  # (after a `/` it is a path's last part: `acme/credentials:latest`)
+        if value is None or start < done or not _secret_name(name):
+            continue
         whole = value.group()
         quote = whole[0] if whole[0] in "\"'" else ""
         bare = whole.strip("\"'")

@@ -123,7 +123,7 @@ UNTOUCHED = [
     "Note: the password:\nNext line is prose, not the password.",
     "mysql -u root -p mydb\nmysql -h db -P 3306 -u app -p\npip install mysql-connector-python -pre",
     "https://discord.com/channels/1234/5678 and https://hooks.slack.com/ and https://api.slack.com/apps",
-    "const willPass = await fetch(url);\nconst creds = new Credentials();\ndocker pull acme/credentials:latest",
+    "const willPass = await fetch(url);\nconst creds = new Credentials();",
     "The password: That is what he forgot. Our secret: Patience always wins.",
     "INFO token: refreshed for the session, a bearer state-of-the-art-design note",
     "The commit 3f9a2c1d4e5b6a7f8091a2b3c4d5e6f708192a3b broke the build; revert it.",
