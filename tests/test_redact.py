@@ -103,6 +103,8 @@ CAUGHT = [
      f"const config = {{ apiKey: \"{R}\", clientSecret: '{R}' }};"),
     ("Go :=", 'password := "Tr0ub4dor&3"', f'password := "{R}"'),
     ("--password flag", "psql --password=Hunter2Hunter2 -U app", f"psql --password={R} -U app"),
+    ("assignment in a path", "skipped /u/projects/-home-u-OPENAI_API_KEY=abc123def456/notes.jsonl: not a log",
+     f"skipped /u/projects/-home-u-OPENAI_API_KEY={R} not a log"),
 ]
 
 UNTOUCHED = [
