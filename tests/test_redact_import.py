@@ -59,8 +59,8 @@ def _claude_code(projects: Path) -> Path:
     cwd = f"/home/u/proj-{FOLDER_KEY}"
     folder = projects / cwd.replace("/", "-")
     folder.mkdir(parents=True)
-    base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": "5e7a9c1b-0000-4a6b-8c0d-1e2f3a4b5c6d",
-            "version": "1.0.71", "gitBranch": "main"}
+    base = {"isSidechain": False, "userType": "external", "cwd": cwd, "version": "1.0.71", "gitBranch": "main",
+            "sessionId": "5e7a9c1b-0000-4a6b-8c0d-1e2f3a4b5c6d"}
     lines = [
         {"type": "summary", "summary": f"Rotate {SUMMARY_TOKEN} and reload", "leafUuid": "u3"},
         {**base, "parentUuid": None, "type": "user", "uuid": "u1", "timestamp": "2025-08-04T14:02:30.000Z",
@@ -106,7 +106,7 @@ def test_p6_no_secret_of_any_field_reaches_the_log_the_tree_or_the_terminal(tmp_
     texts = "\n".join(record.text for record in logged)
     assert 'ChatGPT conversation "Deploy notes for key-[redacted].txt"' in texts  # the title, redacted
     assert "in /home/u/proj-[redacted]" in texts  # the session's folder
-    assert f"mysql -u root -p[redacted] prod" in texts  # the tool call's arguments
+    assert "mysql -u root -p[redacted] prod" in texts  # the tool call's arguments
     assert 'Claude Code session "Rotate [redacted] and reload"' in texts  # its summary
     assert all(CONVERSATION_TOKEN not in record.key and MESSAGE_TOKEN not in record.key for record in logged)
     assert all(CONVERSATION_TOKEN not in json.dumps(record.meta) for record in logged)
