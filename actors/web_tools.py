@@ -7,7 +7,8 @@ one deadline for the whole exchange (20 s), at most 2 MB of body, no redirect fo
 target is reported instead), no cookie ever sent (nothing keeps one), identity encoding.
 
 `fetch` also refuses every address that is not public (private, loopback, link-local,
-shared, reserved, multicast …), checked on the IPs the host name resolves to, and then
+shared, reserved, multicast, and the IPv6 forms that embed one: `web_addresses.is_public`,
+review P7), checked on the IPs the host name resolves to, and then
 connects to exactly those IPs (no second lookup a DNS answer could change), unless the run
 allows local fetches (`--allow-local-fetch`). The search backend's own URL is the operator's
 setting, not the model's, so it is not checked.
@@ -18,7 +19,6 @@ HTML is read with the standard library's `html.parser`, never with regular expre
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import json
 import os
 import socket
@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 from everchat.actors.memory_tools import ToolOutcome
 from everchat.actors.models import ToolSpec
+from everchat.actors.web_addresses import is_public
 
 __all__ = [
     "BRAVE_URL",
@@ -134,21 +135,6 @@ class _Answer:
 
 
 # --- addresses ---------------------------------------------------------------------------
-
-
-def is_public(address: str) -> bool:
-    """Whether an IP address is on the public internet: not private, loopback, link-local,
-    shared (100.64/10), reserved, unspecified or multicast; an IPv4 address inside IPv6
-    (mapped, 6to4, Teredo …) is judged as that IPv4 address too."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if ip.version == 6:
-        inner = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if inner is not None and not is_public(str(inner)):
-            return False
-    return ip.is_global and not ip.is_multicast
 
 
 def _resolve(host: str, port: int) -> list[str]:

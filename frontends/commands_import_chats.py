@@ -146,19 +146,21 @@ def _known_before(data_dir: Path) -> tuple[set[str], str | None, int]:
 def _read(paths: list[Path]) -> tuple[list, list[str]]:
     """Every conversation of `paths`, oldest first, and what was read where."""
     from everchat.actors.chat_sources import SourceError, read_path
+    from everchat.actors.redact import redact
 
     conversations, said = [], []
     for path in paths:
         try:
             found = read_path(path.expanduser())
         except SourceError as error:
-            raise UsageError(f"{error}") from None
+            raise UsageError(redact(f"{error}")) from None  # a file name can hold a key (P6)
         for one in found:
             conversations.extend(one.conversations)
             if one.skipped:
-                said.append(f"skipped {one.skipped}")
+                said.append(redact(f"skipped {one.skipped}"))  # Claude Code's folder names are its cwd
         count = sum(len(one.conversations) for one in found)
-        said.append(f"{path}: {count} conversation{'s' * (count != 1)} in {len(found)} file{'s' * (len(found) != 1)}")
+        said.append(redact(f"{path}: {count} conversation{'s' * (count != 1)} in {len(found)} "
+                           f"file{'s' * (len(found) != 1)}"))
     far = datetime.max.replace(tzinfo=timezone.utc)
     conversations.sort(key=lambda c: c.date or far)
     return conversations, said

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
-
 import argparse
+
+import pytest
+from polling import wait_until
 
 from everchat.actors.config import add_arguments, load
 from everchat.actors.hands import HandTools, web_for
@@ -29,6 +31,7 @@ class _World:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict]] = []  # (path, headers) of every request
         self.release = threading.Event()
+        self.dripped: list[int] = []  # bytes /drip sent before its client hung up
 
     def paths(self) -> list[str]:
         return [path for path, _ in self.requests]
@@ -101,6 +104,17 @@ def _handler(world: _World):
                 self.wfile.write(b"<p>the start")
                 self.wfile.flush()
                 world.release.wait(30)  # held until the test ends
+                self.close_connection = True
+            elif path == "/drip":  # the head, one byte every 50 ms, never ending
+                head = b"HTTP/1.1 200 OK\r\nX-Drip: "
+                sent = 0
+                try:
+                    while not world.release.wait(0.05):  # until the test ends
+                        self.wfile.write(head[sent:sent + 1] if sent < len(head) else b"a")
+                        sent += 1
+                except OSError:  # the client hung up: its deadline
+                    pass
+                world.dripped.append(sent)
                 self.close_connection = True
             elif path == "/loop":
                 self.send(302, b"", headers=[("Location", "/loop")])
@@ -298,11 +312,51 @@ def test_a_huge_page_is_not_read_past_the_limit(web):
     assert declared.is_error and "100.0 MB, over the 2.0 MB limit" in declared.text
 
 
+SLACK = 3.0
+"""A limit of `d` seconds must end within [d, SLACK * d] (a ratio: the machine may be loaded)."""
+
+
+def _timed(work, limit: float):
+    """`work()`'s value and its seconds, run on a thread so a limit that does not hold fails
+    the test (after 10 times the limit) instead of hanging it."""
+    box: dict = {}
+
+    def run():
+        start = time.monotonic()
+        box["value"] = work()
+        box["seconds"] = time.monotonic() - start
+
+    thread = threading.Thread(target=run, name="timed-call", daemon=True)
+    thread.start()
+    thread.join(10 * limit)
+    assert not thread.is_alive(), f"still running after 10 x the {limit} s limit"
+    return box["value"], box["seconds"]
+
+
+def _within_the_limit(seconds: float, limit: float) -> bool:
+    return limit <= seconds <= SLACK * limit
+
+
 def test_a_slow_page_ends_at_the_deadline(web):
-    outcome = WebTools(allow_local=True, deadline=0.3).call("fetch", {"url": web.base + "/slow"})
+    slow = WebTools(allow_local=True, deadline=0.3)
+    outcome, seconds = _timed(lambda: slow.call("fetch", {"url": web.base + "/slow"}), 0.3)
     assert outcome.is_error and "did not answer within 0.3 seconds" in outcome.text
-    slow_search = WebTools(search_url=web.base + "/slow", deadline=0.3).call("search", {"query": "x"})
+    assert _within_the_limit(seconds, 0.3), seconds
+    slow_search, seconds = _timed(
+        lambda: WebTools(search_url=web.base + "/slow", deadline=0.3).call("search", {"query": "x"}), 0.3)
     assert slow_search.is_error and "within 0.3 seconds" in slow_search.text
+    assert _within_the_limit(seconds, 0.3), seconds
+
+
+def test_a_server_that_drips_its_headers_is_cut_at_the_deadline(web):
+    """One header byte every 50 ms, forever: each read gets a byte long before a socket
+    timeout, so only the deadline's timer can end the exchange."""
+    tools = WebTools(allow_local=True, deadline=0.5)
+    outcome, seconds = _timed(lambda: tools.call("fetch", {"url": web.base + "/drip"}), 0.5)
+    assert outcome.is_error and "did not answer within 0.5 seconds" in outcome.text, outcome.text
+    assert _within_the_limit(seconds, 0.5), seconds
+    wait_until(lambda: web.dripped, 10, "the dripping server saw the client hang up")
+    assert web.dripped[0] >= 3  # it did drip (bytes came before the deadline)
 
 
 def test_content_types_and_schemes(web):
@@ -344,8 +398,10 @@ def test_a_name_lookup_that_hangs_ends_at_the_deadline():
         return ["93.184.216.34"]
 
     try:
-        outcome = WebTools(resolve=resolve, deadline=0.2).call("fetch", {"url": "https://slow-dns.example/"})
+        outcome, seconds = _timed(
+            lambda: WebTools(resolve=resolve, deadline=0.2).call("fetch", {"url": "https://slow-dns.example/"}), 0.2)
         assert outcome.is_error and "looking up slow-dns.example" in outcome.text
+        assert _within_the_limit(seconds, 0.2), seconds
     finally:
         stuck.set()
 

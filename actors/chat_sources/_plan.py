@@ -62,8 +62,8 @@ class Item(NamedTuple):
 
 def _id(value: str) -> str:
     """An id as it goes into a key: itself, or a digest when it is long, holds a `:` (the
-    key's separator) or is not clean UTF-8."""
-    if len(value) <= _MAX_ID and ":" not in value and _clean(value) == value:
+    key's separator), is not clean UTF-8 or holds a secret (review P6: a key is logged)."""
+    if len(value) <= _MAX_ID and ":" not in value and _clean(value) == value and redact(value) == value:
         return value
     return "sha256-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
