@@ -52,7 +52,8 @@ def test_the_session_file_keeps_the_cookies_hash_never_the_cookie(tmp_path):
     data = json.loads(text)
     assert data["version"] == 1
     [entry] = data["sessions"]
-    assert set(entry) == {"id", "hash", "name", "created", "last_seen"} and entry["name"] == "Firefox on Linux"
+    assert set(entry) == {"id", "hash", "name", "created", "last_seen", "paired"} and entry["name"] == "Firefox on Linux"
+    assert entry["paired"] is False  # made with the token
     assert store.find(cookie) is session and store.find(cookie + "x") is None and store.find(None) is None
     again = SessionStore(tmp_path, clock)  # a restart keeps the session
     assert again.find(cookie).id == session.id

@@ -1,8 +1,10 @@
 """The live events' socket (docs/WEB.md, "Live events"): `GET /api/events?after=ID&run=RUN`.
 
-Each socket has one writer task fed by a queue: the hub's events (handed over from its
+Each socket has one writer task fed by a `Backlog`: the hub's events (handed over from its
 thread with `call_soon_threadsafe`), pongs, and a `Close` (revoked: 4401; server closing:
-1001), so frames never interleave and a close comes after what was queued before it."""
+1001), so frames never interleave and a close comes after what was queued before it. A
+socket further behind than the ring keeps (in events or in bytes, P4) is closed with 1013:
+the page reconnects and resumes, or gets a reset."""
 
 from __future__ import annotations
 
@@ -12,71 +14,102 @@ import logging
 
 from aiohttp import WSMsgType, web
 
-from everchat.frontends.web._context import HUB, SESSION, SOCKETS, Close, whole
-from everchat.frontends.web.hub import RING_SIZE
+from everchat.frontends.web._context import HUB, SESSION, SOCKETS, UPGRADED, Close, whole
+from everchat.frontends.web.hub import RING_BYTES, RING_SIZE
 
-__all__ = ["get_events"]
+__all__ = ["get_events", "Backlog"]
 
 log = logging.getLogger("everchat.web")
+
+_PING = 64
+"""A frame longer than this is no ping: it is ignored unparsed (P9: a deeply nested frame)."""
+
+
+class Backlog:
+    """What waits for one socket's writer, and its size in UTF-8 bytes (on the loop's thread)."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str | Close] = asyncio.Queue()
+        self.bytes = 0
+
+    def __repr__(self) -> str:
+        return f"<Backlog {self._queue.qsize()} frames, {self.bytes} bytes>"
+
+    def put_nowait(self, item: str | Close) -> None:
+        if isinstance(item, str):
+            self.bytes += len(item.encode())
+        self._queue.put_nowait(item)
+
+    async def get(self) -> str | Close:
+        item = await self._queue.get()
+        if isinstance(item, str):
+            self.bytes -= len(item.encode())
+        return item
+
+    def too_far_behind(self) -> bool:
+        return self._queue.qsize() > RING_SIZE or self.bytes > RING_BYTES
 
 
 async def get_events(request: web.Request) -> web.WebSocketResponse:
     """The live events (docs/WEB.md): hello, then the kept events after `after` (or a
-    reset), then live ones; `{"type": "ping"}` gets a pong."""
+    reset), then live ones; `{"type": "ping"}` gets a pong, any other frame is ignored."""
     after = whole(request, "after")
     run = request.query.get("run")
     ring = request.app[HUB].ring
     ws = web.WebSocketResponse(heartbeat=30.0)
     await ws.prepare(request)
+    request[UPGRADED] = ws
     session = request[SESSION]
     sockets = request.app[SOCKETS]
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[str | Close] = asyncio.Queue()
-    sockets[session.id].add(queue)
+    backlog = Backlog()
+    sockets[session.id].add(backlog)
 
     def deliver(_id: int, text: str) -> None:  # on the hub's thread, under the ring's lock
         try:
-            loop.call_soon_threadsafe(queue.put_nowait, text)
+            loop.call_soon_threadsafe(backlog.put_nowait, text)
         except RuntimeError:  # the loop is closed: the socket is gone with it
             pass
 
     token, kept, last = ring.subscribe(deliver, after, run)
-    writer = asyncio.create_task(_write(ws, queue))
+    writer = asyncio.create_task(_write(ws, backlog))
     try:
         # No await since `subscribe`: what the hub delivers meanwhile waits in the loop's
         # callbacks, so it queues behind the hello and the kept events (none lost or repeated).
-        queue.put_nowait(json.dumps({"type": "hello", "run": ring.run, "last": last}))
+        backlog.put_nowait(json.dumps({"type": "hello", "run": ring.run, "last": last}))
         for text in [json.dumps({"type": "reset"})] if kept is None else kept:
-            queue.put_nowait(text)
+            backlog.put_nowait(text)
         async for msg in ws:
             if msg.type == WSMsgType.TEXT and _is_ping(msg.data):
-                queue.put_nowait(json.dumps({"type": "pong"}))
+                backlog.put_nowait(json.dumps({"type": "pong"}))
     finally:
         ring.unsubscribe(token)
         writer.cancel()
-        sockets.get(session.id, set()).discard(queue)
+        sockets.get(session.id, set()).discard(backlog)
         if session.id in sockets and not sockets[session.id]:
             del sockets[session.id]
     return ws
 
 
 def _is_ping(data: str) -> bool:
+    if len(data) > _PING:
+        return False
     try:
         return json.loads(data) == {"type": "ping"}
     except ValueError:
         return False
 
 
-async def _write(ws: web.WebSocketResponse, queue: asyncio.Queue) -> None:
-    """The socket's one writer: send what the queue holds, in order, until a `Close`; a
+async def _write(ws: web.WebSocketResponse, backlog: Backlog) -> None:
+    """The socket's one writer: send what the backlog holds, in order, until a `Close`; a
     socket too far behind is closed (the page reconnects and resumes from the ring)."""
     try:
         while True:
-            item = await queue.get()
+            item = await backlog.get()
             if isinstance(item, Close):
                 await ws.close(code=item.code, message=item.message)
                 return
-            if queue.qsize() > RING_SIZE:
+            if backlog.too_far_behind():
                 await ws.close(code=1013, message=b"too far behind; reconnect")
                 return
             await ws.send_str(item)
