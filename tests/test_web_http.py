@@ -216,6 +216,59 @@ def test_a_revoked_session_is_refused_and_its_socket_closes_at_once_with_4401(we
     run(body())
 
 
+def test_a_paired_phone_cannot_revoke_the_owner_nor_pair_a_device_but_can_sign_itself_out(web):
+    async def body():
+        async with web.client() as owner, web.client() as phone:
+            mine = await web.sign_in(owner, "laptop")
+            async with owner.post(web.base + "/api/pair", headers={"Origin": web.origin}) as response:
+                code = (await response.json())["link"].split("#pair=")[1]
+            async with phone.post(web.base + "/api/pair/redeem", json={"code": code, "name": "phone"},
+                                  headers={"Origin": web.origin}) as response:
+                paired = (await response.json())["session"]
+            owners_socket = await owner.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            assert (await owners_socket.receive_json(timeout=30))["type"] == "hello"
+            sessions = (web.home / "web-sessions.json").read_bytes()
+            # the attacker's move: the phone's cookie asks to end the owner's session
+            async with phone.delete(web.base + f"/api/sessions/{mine['id']}", headers={"Origin": web.origin}) as response:
+                await refused(response, 403, "a paired device may end only its own session")
+            assert paired["paired"] is True and mine["paired"] is False
+            async with phone.post(web.base + "/api/pair", headers={"Origin": web.origin}) as response:
+                await refused(response, 403, "only a browser signed in with the link may pair a device")
+            assert (web.home / "web-sessions.json").read_bytes() == sessions
+            async with owner.get(web.base + "/api/me") as response:
+                assert response.status == 200  # the owner is still in, its socket still open
+            await owners_socket.send_json({"type": "ping"})
+            while (frame := await owners_socket.receive_json(timeout=30))["type"] != "pong":
+                assert frame["type"] == "status", frame
+            async with phone.get(web.base + "/api/sessions") as response:
+                listed = {s["name"]: (s["paired"], s["current"]) for s in (await response.json())["sessions"]}
+            assert listed == {"laptop": (False, False), "phone": (True, True)}
+            async with phone.delete(web.base + f"/api/sessions/{paired['id']}", headers={"Origin": web.origin}) as response:
+                assert response.status == 200  # signing itself out is allowed
+            async with phone.get(web.base + "/api/me") as response:
+                await refused(response, 401, "no session")
+            await owners_socket.close()
+
+    run(body())
+
+
+def test_the_owner_revokes_a_paired_phone(web):
+    async def body():
+        async with web.client() as owner, web.client() as phone:
+            await web.sign_in(owner, "laptop")
+            async with owner.post(web.base + "/api/pair", headers={"Origin": web.origin}) as response:
+                code = (await response.json())["link"].split("#pair=")[1]
+            async with phone.post(web.base + "/api/pair/redeem", json={"code": code, "name": "phone"},
+                                  headers={"Origin": web.origin}) as response:
+                paired = (await response.json())["session"]
+            async with owner.delete(web.base + f"/api/sessions/{paired['id']}", headers={"Origin": web.origin}) as response:
+                assert response.status == 200
+            async with phone.get(web.base + "/api/me") as response:
+                await refused(response, 401, "no session")
+
+    run(body())
+
+
 # -- what every answer carries -------------------------------------------------------------
 
 
