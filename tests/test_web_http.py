@@ -5,11 +5,13 @@ repeats nothing, a revoked session's socket closes at once, history comes in pag
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import aiohttp
 import pytest
 
+from everchat.frontends.web._context import HUB
 from everchat.frontends.web.server import CSP
 from everchat.transport import schema
 
@@ -436,6 +438,54 @@ def test_a_socket_that_resumes_after_an_id_gets_exactly_the_events_it_missed(web
 
 
 # -- reading the chat --------------------------------------------------------------------
+
+
+def output_flood(web, chunks: int) -> None:
+    """`chunks` shell output events of 64 KB each (JobOutput's largest) into the server's ring."""
+    ring = web.running.app[HUB].ring
+    for n in range(chunks):
+        ring.publish({"type": "output", "job": f"turn-0-{n}", "caller": "main", "text": "B" * (64 * 1024)})
+
+
+def test_p4_a_page_resuming_from_an_event_the_ring_dropped_for_its_bytes_gets_a_reset(web):
+    async def body():
+        async with web.client() as client:
+            await web.sign_in(client)
+            ws = await client.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            hello = await ws.receive_json(timeout=30)
+            await ws.close()
+            output_flood(web, 100)  # 6.4 MB: more than the ring's bytes, far fewer than its 20,000 events
+            ws = await client.ws_connect(web.base + f"/api/events?after={hello['last']}&run={hello['run']}",
+                                         headers={"Origin": web.origin})
+            assert (await ws.receive_json(timeout=30))["type"] == "hello"
+            assert (await ws.receive_json(timeout=30)) == {"type": "reset"}  # the page reloads its history
+            await ws.close()
+            last = web.running.app[HUB].ring.last
+            ws = await client.ws_connect(web.base + f"/api/events?after={last - 1}&run={hello['run']}",
+                                         headers={"Origin": web.origin})
+            assert (await ws.receive_json(timeout=30))["type"] == "hello"
+            kept = await ws.receive_json(timeout=30)
+            assert kept["id"] == last  # a recent one is still kept
+            await ws.close()
+
+    run(body())
+
+
+def test_p4_a_socket_that_does_not_keep_up_with_a_shells_output_is_closed_1013_not_buffered(web):
+    async def body():
+        async with web.client() as client:
+            await web.sign_in(client)
+            ws = await client.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            assert (await ws.receive_json(timeout=30))["type"] == "hello"
+            # the socket reads nothing while 64 MB of output is published
+            await asyncio.get_running_loop().run_in_executor(None, output_flood, web, 1000)
+            outputs = 0
+            while (frame := await ws.receive(timeout=60)).type == aiohttp.WSMsgType.TEXT:
+                outputs += json.loads(frame.data)["type"] == "output"
+            assert frame.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            assert ws.close_code == 1013 and outputs < 1000
+
+    run(body())
 
 
 def test_history_pages_from_the_log_newest_page_first(web):

@@ -26,28 +26,39 @@ _PING = 64
 
 
 class Backlog:
-    """What waits for one socket's writer, and its size in UTF-8 bytes (on the loop's thread)."""
+    """What waits for one socket's writer (on the loop's thread). When it holds more than
+    the ring keeps (RING_SIZE events or RING_BYTES of them, P4), what it holds is dropped
+    and a close (1013) queued in its place: a socket too slow for a shell's output never
+    makes the server hold the output again. After a close, nothing more is queued."""
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[str | Close] = asyncio.Queue()
         self.bytes = 0
+        self._closing = False
 
     def __repr__(self) -> str:
         return f"<Backlog {self._queue.qsize()} frames, {self.bytes} bytes>"
 
     def put_nowait(self, item: str | Close) -> None:
-        if isinstance(item, str):
+        if self._closing:
+            return
+        if isinstance(item, Close):
+            self._closing = True
+        else:
             self.bytes += len(item.encode())
         self._queue.put_nowait(item)
+        if self._queue.qsize() > RING_SIZE or self.bytes > RING_BYTES:
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self.bytes = 0
+            self._closing = True
+            self._queue.put_nowait(Close(1013, b"too far behind; reconnect"))
 
     async def get(self) -> str | Close:
         item = await self._queue.get()
         if isinstance(item, str):
             self.bytes -= len(item.encode())
         return item
-
-    def too_far_behind(self) -> bool:
-        return self._queue.qsize() > RING_SIZE or self.bytes > RING_BYTES
 
 
 async def get_events(request: web.Request) -> web.WebSocketResponse:
@@ -101,16 +112,13 @@ def _is_ping(data: str) -> bool:
 
 
 async def _write(ws: web.WebSocketResponse, backlog: Backlog) -> None:
-    """The socket's one writer: send what the backlog holds, in order, until a `Close`; a
-    socket too far behind is closed (the page reconnects and resumes from the ring)."""
+    """The socket's one writer: send what the backlog holds, in order, until a `Close` (a
+    socket too far behind gets 1013: the page reconnects and resumes from the ring)."""
     try:
         while True:
             item = await backlog.get()
             if isinstance(item, Close):
                 await ws.close(code=item.code, message=item.message)
-                return
-            if backlog.too_far_behind():
-                await ws.close(code=1013, message=b"too far behind; reconnect")
                 return
             await ws.send_str(item)
     except (ConnectionError, RuntimeError) as error:  # the socket closed under us
