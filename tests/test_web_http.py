@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -297,6 +299,36 @@ def test_every_answer_carries_the_csp_and_security_headers(web):
             for name, value in HEADERS.items():
                 assert ws._response.headers.get(name) == value
             await ws.close()
+
+    run(body())
+
+
+def documented_csp() -> str:
+    """The Content-Security-Policy docs/WEB.md writes (its words joined on one line)."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "WEB.md").read_text(encoding="utf-8")
+    [policy] = re.findall(r"`Content-Security-Policy: ([^`]+)`", doc)
+    return " ".join(policy.split())
+
+
+def test_the_csp_on_every_answer_is_the_policy_docs_web_md_writes_and_allows_no_inline_script(web):
+    policy = documented_csp()
+    assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+    assert "script-src 'self'" in policy and "default-src 'self'" in policy
+
+    async def body():
+        async with web.client() as client:
+            answers = []
+            for path in ("/", "/app.js", "/api/me", "/missing.js", "/%00"):  # a page, a script, 401, 404s
+                async with client.get(web.base + path) as response:
+                    answers.append(response.headers.get("Content-Security-Policy"))
+            async with client.get(web.base + "/", headers={"Host": "evil.example"}) as response:
+                assert response.status == 421
+                answers.append(response.headers.get("Content-Security-Policy"))
+            await web.sign_in(client)
+            ws = await client.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            answers.append(ws._response.headers.get("Content-Security-Policy"))
+            await ws.close()
+            assert answers == [policy] * len(answers)
 
     run(body())
 
