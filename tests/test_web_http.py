@@ -273,6 +273,30 @@ def test_the_owner_revokes_a_paired_phone(web):
     run(body())
 
 
+def test_every_socket_of_a_revoked_session_sees_4401_not_a_dropped_connection(web):
+    """The close is a handshake: the server waits for the page's answer, so the page reads
+    4401 (before, the connection could drop first and the page saw 1006)."""
+    async def body():
+        async with web.client() as laptop:
+            await web.sign_in(laptop, "laptop")
+            for _ in range(10):  # 50 sockets: the old race lost about one in twenty
+                async with web.client() as phone:
+                    session = await web.sign_in(phone, "phone")
+                    sockets = [await phone.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+                               for _ in range(5)]
+                    for ws in sockets:
+                        assert (await ws.receive_json(timeout=30))["type"] == "hello"
+                    async with laptop.delete(web.base + f"/api/sessions/{session['id']}",
+                                             headers={"Origin": web.origin}) as response:
+                        assert response.status == 200
+                    for ws in sockets:
+                        while (frame := await ws.receive(timeout=30)).type == aiohttp.WSMsgType.TEXT:
+                            pass  # a status event may come first
+                    assert [ws.close_code for ws in sockets] == [4401] * 5
+
+    run(body())
+
+
 # -- what every answer carries -------------------------------------------------------------
 
 
