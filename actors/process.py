@@ -41,6 +41,7 @@ from pathlib import Path
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from everchat.actors.log_repeats import Repeats, error_key
 from everchat.transport import KeyPair, KeyStore, Node, PeerLost, parse_address, schema
 
 __all__ = ["main", "argument_parser", "run_actor", "die_with_parent", "KeyRefused", "log_to_file", "LOG_BYTES"]
@@ -224,10 +225,26 @@ def _one_line(text: str) -> str:
 
 class _LogFile(logging.handlers.RotatingFileHandler):
     """`run/<name>.log`: appended, 0600 whatever the umask (also the file a rotation
-    starts), rotated past LOG_BYTES with one older file kept."""
+    starts), rotated past LOG_BYTES with one older file kept. A record whose error repeats
+    one written before (same type and traceback) is counted, not written again: at most once
+    a minute a line says how many more came (P3, actors/log_repeats.py)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, maxBytes=LOG_BYTES, backupCount=1, encoding="utf-8", errors="backslashreplace")
+        self.repeats = Repeats()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            again = self.repeats.note(error_key(error))
+            if again is None:
+                return
+            if again:
+                record = logging.makeLogRecord(dict(
+                    record.__dict__, exc_info=None, exc_text=None, args=None,
+                    msg=f"{record.getMessage()}: {type(error).__name__}: {error} (the same error {again} more "
+                        "time(s) since it was last written; its traceback was written then)"))
+        super().emit(record)
 
     def _open(self):
         return os.fdopen(_open_private(self.baseFilename), "a", encoding="utf-8", errors="backslashreplace")

@@ -12,7 +12,12 @@
   in one line of its own (the chat's actors starting).
 - `write_details(error, command)`: appends the traceback of an error nobody expected to
   `$EVERCHAT_HOME/logs/errors.log` (else `~/.everchat/logs/errors.log`; else a file in
-  the temporary folder) and returns `details in <file>` for the one line.
+  the temporary folder) and returns `details in <file>` for the one line. The file is
+  rotated past `DETAILS_BYTES` (one older file kept, `errors.log.1`), an entry is clipped
+  to `ENTRY_BYTES`, and several processes append to it safely (flock) (P3).
+- A repeated error (same type, same traceback: `actors/log_repeats.py`) is counted, not
+  written or said again: once a minute at most, one short line says how many more came,
+  in the file (`write_repeat`) and on the terminal (P3).
 
 The details file lives in Everchat's home, not in a chat folder: read-only commands never
 write to the chat (R5), and a chat folder that cannot be written is a common cause.
@@ -20,6 +25,7 @@ write to the chat (R5), and a chat folder that cannot be written is a common cau
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import sys
@@ -30,9 +36,17 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from everchat.actors.log_repeats import Repeats, error_key
 from everchat.frontends.safe_text import printable
 
-__all__ = ["say", "first_time", "person_logging", "hold_log_lines", "Held", "write_details", "details_file"]
+__all__ = ["say", "first_time", "person_logging", "hold_log_lines", "Held", "write_details", "write_repeat",
+           "details_file", "DETAILS_BYTES", "ENTRY_BYTES"]
+
+DETAILS_BYTES = 1 << 20
+"""errors.log is rotated before it passes 1 MB: it becomes errors.log.1 (the one older file
+kept) and a new one starts (P3)."""
+ENTRY_BYTES = 64 << 10
+"""One traceback is clipped to 64 KB, so one entry never fills the file."""
 
 def say(text: str) -> None:
     """`text` as one line on stderr (newlines become spaces; controls are shown, P20)."""
@@ -47,19 +61,56 @@ def details_file() -> Path:
 
 
 def _append(path: Path, text: str) -> None:
+    """Append `text` (clipped to ENTRY_BYTES) to `path` (0600), rotating it first when it
+    would pass DETAILS_BYTES. An advisory lock on the file orders the size check, the
+    rotation and the write of every process writing it; one that waited while another
+    rotated opens the new file."""
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) > ENTRY_BYTES:
+        data = data[:ENTRY_BYTES - 40] + f"\n[… {len(data) - ENTRY_BYTES + 40} more bytes]\n".encode()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as file:
-        file.write(text)
+    for _ in range(8):  # another process rotating at each attempt is all that makes one fail
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            here = os.fstat(fd)
+            try:
+                if os.stat(path).st_ino != here.st_ino:
+                    continue  # rotated while this one waited: write the new file
+            except FileNotFoundError:
+                continue
+            if here.st_size and here.st_size + len(data) > DETAILS_BYTES:
+                os.replace(path, path.with_name(path.name + ".1"))
+                continue
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            return
+        finally:
+            os.close(fd)  # and the lock with it
+    raise OSError(f"{path} kept being rotated by another process")
+
+
+def _header(context: str) -> str:
+    stamp = datetime.now().astimezone().isoformat(timespec="seconds")
+    return f"--- {stamp} pid {os.getpid()}: {context}\n"
 
 
 def write_details(error: BaseException, context: str) -> str:
     """Append `error`'s traceback to the details file under a line naming `context` (the
     command); returns `details in <file>` (or, when no file can be written, why there
     are no details)."""
-    stamp = datetime.now().astimezone().isoformat(timespec="seconds")
-    header = f"--- {stamp} pid {os.getpid()}: {context}\n"
-    text = header + "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return _write(_header(context) + "".join(traceback.format_exception(type(error), error, error.__traceback__)))
+
+
+def write_repeat(error: BaseException, context: str, count: int) -> str:
+    """One line for an error written before (same type and traceback): it came `count`
+    more times since it was last written; the latest is `context` and `error`'s text."""
+    return _write(_header(context) + f"{type(error).__name__}: {printable(str(error))[:500]}: the same error "
+                  f"{count} more time(s) since it was last written (its traceback was written then)\n")
+
+
+def _write(text: str) -> str:
     candidates = []
     try:
         candidates.append(details_file())
@@ -112,6 +163,7 @@ class PersonHandler(logging.Handler):
         self.command = command
         self.held: Held | None = None
         self.said: set[str] = set()  # lines said so far without a traceback: each is said once
+        self.repeats = Repeats()  # errors with a traceback: each said (and written) once, then counted (P3)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -122,8 +174,16 @@ class PersonHandler(logging.Handler):
             details = None
             if record.exc_info and record.exc_info[1] is not None:
                 error = record.exc_info[1]
-                details = write_details(error, f"{self.command}: {text}")
-                text = f"{text.rstrip(': ')}: {type(error).__name__}: {error} ({details})"
+                again = self.repeats.note(error_key(error))
+                if again is None:
+                    return  # counted: told with the next line about it
+                if again:
+                    details = write_repeat(error, f"{self.command}: {text}", again)
+                    text = (f"{text.rstrip(': ')}: {type(error).__name__}: {error} (the same error {again} more "
+                            f"time(s) since it was last shown; {details})")
+                else:
+                    details = write_details(error, f"{self.command}: {text}")
+                    text = f"{text.rstrip(': ')}: {type(error).__name__}: {error} ({details})"
             line = printable(f"everchat: {record.levelname.lower()}: {text}").replace("\n", " ")
             if details is None and not first_time(line):
                 return

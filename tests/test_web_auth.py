@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from everchat.frontends.web.auth import (Pairing, SessionStore, allowed_hosts, host_allowed, load_token,
-                                         origin_allowed, token_matches)
+from everchat.frontends.web.auth import (Pairing, SessionStore, SessionsUnreadable, allowed_hosts, host_allowed,
+                                         load_token, may_revoke, origin_allowed, token_matches)
 
 from web_world import Clock
 
@@ -52,7 +52,8 @@ def test_the_session_file_keeps_the_cookies_hash_never_the_cookie(tmp_path):
     data = json.loads(text)
     assert data["version"] == 1
     [entry] = data["sessions"]
-    assert set(entry) == {"id", "hash", "name", "created", "last_seen"} and entry["name"] == "Firefox on Linux"
+    assert set(entry) == {"id", "hash", "name", "created", "last_seen", "paired"} and entry["name"] == "Firefox on Linux"
+    assert entry["paired"] is False  # made with the token
     assert store.find(cookie) is session and store.find(cookie + "x") is None and store.find(None) is None
     again = SessionStore(tmp_path, clock)  # a restart keeps the session
     assert again.find(cookie).id == session.id
@@ -93,6 +94,66 @@ def test_a_damaged_session_file_is_named_not_silently_replaced(tmp_path):
     assert (tmp_path / "web-sessions.json").read_text() == "{not json"
 
 
+def test_p5_two_stores_on_one_home_share_every_session_and_every_revocation(tmp_path):
+    clock = Clock()
+    a, b = SessionStore(tmp_path, clock), SessionStore(tmp_path, clock)
+    x_cookie, x = a.create("X on A")
+    assert b.find(x_cookie).id == x.id  # made on A, known on B
+    y_cookie, y = b.create("Y on B")
+    assert [s.id for s in a.sessions()] == [x.id, y.id]  # B's write kept A's session
+    assert a.revoke(y.id)
+    assert b.find(y_cookie) is None  # refused on B at once
+    clock.now += 61
+    assert a.revoke(x.id)
+    assert b.find(x_cookie) is None  # B's once-a-minute touch does not bring it back
+    assert json.loads((tmp_path / "web-sessions.json").read_text())["sessions"] == []
+    z_cookie, _ = b.create("Z on B")
+    a.clear()
+    assert b.find(z_cookie) is None
+
+
+def test_p5_two_stores_creating_at_once_lose_no_session(tmp_path):
+    import threading
+
+    stores = [SessionStore(tmp_path), SessionStore(tmp_path)]
+    made: list[str] = []
+
+    def make(store) -> None:
+        for n in range(25):
+            made.append(store.create(f"page {n}")[0])
+
+    threads = [threading.Thread(target=make, args=(store,)) for store in stores * 2]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(json.loads((tmp_path / "web-sessions.json").read_text())["sessions"]) == 100
+    assert all(stores[0].find(cookie) and stores[1].find(cookie) for cookie in made)
+
+
+def test_p5_a_sessions_file_damaged_while_serving_is_named_and_lets_nobody_in(tmp_path):
+    store = SessionStore(tmp_path)
+    cookie, _ = store.create("page")
+    (tmp_path / "web-sessions.json").write_text("{not json")
+    with pytest.raises(SessionsUnreadable, match="web-sessions.json"):
+        store.find(cookie)
+    assert (tmp_path / "web-sessions.json").read_text() == "{not json"
+
+
+def test_who_may_revoke_whom_the_token_s_sessions_any_a_paired_one_only_itself(tmp_path):
+    store = SessionStore(tmp_path)
+    _, owner = store.create("laptop")
+    _, other = store.create("desktop")
+    _, phone = store.create("phone", paired=True)
+    _, tablet = store.create("tablet", paired=True)
+    assert not owner.paired and phone.paired
+    assert all(may_revoke(owner, s) and may_revoke(other, s) for s in (owner, other, phone, tablet))
+    assert may_revoke(phone, phone)
+    assert not any(may_revoke(phone, s) for s in (owner, other, tablet))
+    assert SessionStore(tmp_path).get(phone.id).paired  # kept in the file
+
+
 def test_a_pairing_code_is_redeemed_once_and_never_after_ten_minutes():
     clock = Clock()
     pairing = Pairing(clock)
@@ -127,6 +188,10 @@ def test_a_pairing_code_is_redeemed_once_and_never_after_ten_minutes():
     ("box.lan:8765", ("box.lan",), True),
     ("box.lan:9000", ("box.lan",), False),
     ("other.lan", ("box.lan",), False),
+    ("\u212aiosk.lan", ("kiosk.lan",), False),  # the Kelvin sign, which lower() makes a k
+    ("127.0.0.1:8765.evil.example", (), False),
+    ("127.0.0.1:8765@evil.example", (), False),
+    ("evil.example/127.0.0.1:8765", (), False),
 ])
 def test_the_host_decisions(host, allow, ok):
     assert host_allowed(host, 8765, allow) is ok
@@ -149,6 +214,25 @@ def test_the_allowed_hosts_are_the_loopback_names_and_each_allowed_name():
     ("", "127.0.0.1:8765", False, False),
     ("http://127.0.0.1:8765", None, False, False),
     ("http://127.0.0.1:8765/", "127.0.0.1:8765", False, False),
+    # look-alikes of the right origin
+    ("HTTP://127.0.0.1:8765", "127.0.0.1:8765", False, False),  # browsers send lower case: refused
+    ("http://LOCALHOST:8765", "localhost:8765", False, False),
+    ("Https://box.lan", "box.lan", True, False),
+    ("http://localhost:8765", "LOCALHOST:8765", False, True),  # the Host header's case does not matter
+    ("http://127.0.0.1:8765.evil.example", "127.0.0.1:8765", False, False),
+    ("http://127.0.0.1:8765@evil.example", "127.0.0.1:8765", False, False),
+    ("http://evil.example/127.0.0.1:8765", "127.0.0.1:8765", False, False),
+    ("http://evil.example#127.0.0.1:8765", "127.0.0.1:8765", False, False),
+    ("http://127.0.0.1:8765 ", "127.0.0.1:8765", False, False),
+    ("http://127.0.0.1.:8765", "127.0.0.1:8765", False, False),  # a trailing dot
+    ("http://127.0.0.1:08765", "127.0.0.1:8765", False, False),
+    ("http://127.0.0.1", "127.0.0.1:8765", False, False),
+    ("http://127。0。0。1:8765", "127.0.0.1:8765", False, False),  # ideographic full stops
+    ("http://１２７.0.0.1:8765", "127.0.0.1:8765", False, False),  # full-width digits
+    ("http://loca\u217chost:8765", "localhost:8765", False, False),  # ⅼ, small roman numeral fifty
+    ("http://\u212aiosk.lan", "kiosk.lan", False, False),  # the Kelvin sign, which lower() makes a k
+    ("http://kiosk.lan", "\u212aiosk.lan", False, False),
+    ("http://xn--localhost-:8765", "localhost:8765", False, False),
 ])
 def test_the_origin_decisions(origin, host, https, ok):
     assert origin_allowed(origin, host, https) is ok

@@ -367,6 +367,13 @@ def test_a_second_browser_pairs_with_the_pairing_link_and_sees_the_same_chat(ser
     expect(first.get_by_text("What is the code word?")).to_be_visible()
     expect(assistant(first).nth(1)).to_contain_text("amber-42")
 
+    second.get_by_role("tab", name="Settings").click()  # paired: it may end only itself, and pairs no one
+    expect(second.locator("#sessions li")).to_have_count(2)
+    expect(second.locator("#sessions li.current").get_by_role("button", name=re.compile("^Revoke"))).to_be_visible()
+    expect(second.locator("#sessions li:not(.current)").get_by_role("button")).to_have_count(0)
+    expect(second.get_by_role("button", name="Make a pairing link")).to_be_hidden()
+    expect(second.get_by_text("This device was paired")).to_be_visible()
+
 
 def test_revoking_a_session_locks_its_page_at_once(served, pages):
     first = pages.new()

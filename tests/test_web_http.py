@@ -5,11 +5,15 @@ repeats nothing, a revoked session's socket closes at once, history comes in pag
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+from pathlib import Path
 
 import aiohttp
 import pytest
 
+from everchat.frontends.web._context import HUB
 from everchat.frontends.web.server import CSP
 from everchat.transport import schema
 
@@ -216,6 +220,83 @@ def test_a_revoked_session_is_refused_and_its_socket_closes_at_once_with_4401(we
     run(body())
 
 
+def test_a_paired_phone_cannot_revoke_the_owner_nor_pair_a_device_but_can_sign_itself_out(web):
+    async def body():
+        async with web.client() as owner, web.client() as phone:
+            mine = await web.sign_in(owner, "laptop")
+            async with owner.post(web.base + "/api/pair", headers={"Origin": web.origin}) as response:
+                code = (await response.json())["link"].split("#pair=")[1]
+            async with phone.post(web.base + "/api/pair/redeem", json={"code": code, "name": "phone"},
+                                  headers={"Origin": web.origin}) as response:
+                paired = (await response.json())["session"]
+            owners_socket = await owner.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            assert (await owners_socket.receive_json(timeout=30))["type"] == "hello"
+            sessions = (web.home / "web-sessions.json").read_bytes()
+            # the attacker's move: the phone's cookie asks to end the owner's session
+            async with phone.delete(web.base + f"/api/sessions/{mine['id']}", headers={"Origin": web.origin}) as response:
+                await refused(response, 403, "a paired device may end only its own session")
+            assert paired["paired"] is True and mine["paired"] is False
+            async with phone.post(web.base + "/api/pair", headers={"Origin": web.origin}) as response:
+                await refused(response, 403, "only a browser signed in with the link may pair a device")
+            assert (web.home / "web-sessions.json").read_bytes() == sessions
+            async with owner.get(web.base + "/api/me") as response:
+                assert response.status == 200  # the owner is still in, its socket still open
+            await owners_socket.send_json({"type": "ping"})
+            while (frame := await owners_socket.receive_json(timeout=30))["type"] != "pong":
+                assert frame["type"] == "status", frame
+            async with phone.get(web.base + "/api/sessions") as response:
+                listed = {s["name"]: (s["paired"], s["current"]) for s in (await response.json())["sessions"]}
+            assert listed == {"laptop": (False, False), "phone": (True, True)}
+            async with phone.delete(web.base + f"/api/sessions/{paired['id']}", headers={"Origin": web.origin}) as response:
+                assert response.status == 200  # signing itself out is allowed
+            async with phone.get(web.base + "/api/me") as response:
+                await refused(response, 401, "no session")
+            await owners_socket.close()
+
+    run(body())
+
+
+def test_the_owner_revokes_a_paired_phone(web):
+    async def body():
+        async with web.client() as owner, web.client() as phone:
+            await web.sign_in(owner, "laptop")
+            async with owner.post(web.base + "/api/pair", headers={"Origin": web.origin}) as response:
+                code = (await response.json())["link"].split("#pair=")[1]
+            async with phone.post(web.base + "/api/pair/redeem", json={"code": code, "name": "phone"},
+                                  headers={"Origin": web.origin}) as response:
+                paired = (await response.json())["session"]
+            async with owner.delete(web.base + f"/api/sessions/{paired['id']}", headers={"Origin": web.origin}) as response:
+                assert response.status == 200
+            async with phone.get(web.base + "/api/me") as response:
+                await refused(response, 401, "no session")
+
+    run(body())
+
+
+def test_every_socket_of_a_revoked_session_sees_4401_not_a_dropped_connection(web):
+    """The close is a handshake: the server waits for the page's answer, so the page reads
+    4401 (before, the connection could drop first and the page saw 1006)."""
+    async def body():
+        async with web.client() as laptop:
+            await web.sign_in(laptop, "laptop")
+            for _ in range(10):  # 50 sockets: the old race lost about one in twenty
+                async with web.client() as phone:
+                    session = await web.sign_in(phone, "phone")
+                    sockets = [await phone.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+                               for _ in range(5)]
+                    for ws in sockets:
+                        assert (await ws.receive_json(timeout=30))["type"] == "hello"
+                    async with laptop.delete(web.base + f"/api/sessions/{session['id']}",
+                                             headers={"Origin": web.origin}) as response:
+                        assert response.status == 200
+                    for ws in sockets:
+                        while (frame := await ws.receive(timeout=30)).type == aiohttp.WSMsgType.TEXT:
+                            pass  # a status event may come first
+                    assert [ws.close_code for ws in sockets] == [4401] * 5
+
+    run(body())
+
+
 # -- what every answer carries -------------------------------------------------------------
 
 
@@ -242,6 +323,36 @@ def test_every_answer_carries_the_csp_and_security_headers(web):
             for name, value in HEADERS.items():
                 assert ws._response.headers.get(name) == value
             await ws.close()
+
+    run(body())
+
+
+def documented_csp() -> str:
+    """The Content-Security-Policy docs/WEB.md writes (its words joined on one line)."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "WEB.md").read_text(encoding="utf-8")
+    [policy] = re.findall(r"`Content-Security-Policy: ([^`]+)`", doc)
+    return " ".join(policy.split())
+
+
+def test_the_csp_on_every_answer_is_the_policy_docs_web_md_writes_and_allows_no_inline_script(web):
+    policy = documented_csp()
+    assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+    assert "script-src 'self'" in policy and "default-src 'self'" in policy
+
+    async def body():
+        async with web.client() as client:
+            answers = []
+            for path in ("/", "/app.js", "/api/me", "/missing.js", "/%00"):  # a page, a script, 401, 404s
+                async with client.get(web.base + path) as response:
+                    answers.append(response.headers.get("Content-Security-Policy"))
+            async with client.get(web.base + "/", headers={"Host": "evil.example"}) as response:
+                assert response.status == 421
+                answers.append(response.headers.get("Content-Security-Policy"))
+            await web.sign_in(client)
+            ws = await client.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            answers.append(ws._response.headers.get("Content-Security-Policy"))
+            await ws.close()
+            assert answers == [policy] * len(answers)
 
     run(body())
 
@@ -383,6 +494,54 @@ def test_a_socket_that_resumes_after_an_id_gets_exactly_the_events_it_missed(web
 
 
 # -- reading the chat --------------------------------------------------------------------
+
+
+def output_flood(web, chunks: int) -> None:
+    """`chunks` shell output events of 64 KB each (JobOutput's largest) into the server's ring."""
+    ring = web.running.app[HUB].ring
+    for n in range(chunks):
+        ring.publish({"type": "output", "job": f"turn-0-{n}", "caller": "main", "text": "B" * (64 * 1024)})
+
+
+def test_p4_a_page_resuming_from_an_event_the_ring_dropped_for_its_bytes_gets_a_reset(web):
+    async def body():
+        async with web.client() as client:
+            await web.sign_in(client)
+            ws = await client.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            hello = await ws.receive_json(timeout=30)
+            await ws.close()
+            output_flood(web, 100)  # 6.4 MB: more than the ring's bytes, far fewer than its 20,000 events
+            ws = await client.ws_connect(web.base + f"/api/events?after={hello['last']}&run={hello['run']}",
+                                         headers={"Origin": web.origin})
+            assert (await ws.receive_json(timeout=30))["type"] == "hello"
+            assert (await ws.receive_json(timeout=30)) == {"type": "reset"}  # the page reloads its history
+            await ws.close()
+            last = web.running.app[HUB].ring.last
+            ws = await client.ws_connect(web.base + f"/api/events?after={last - 1}&run={hello['run']}",
+                                         headers={"Origin": web.origin})
+            assert (await ws.receive_json(timeout=30))["type"] == "hello"
+            kept = await ws.receive_json(timeout=30)
+            assert kept["id"] == last  # a recent one is still kept
+            await ws.close()
+
+    run(body())
+
+
+def test_p4_a_socket_that_does_not_keep_up_with_a_shells_output_is_closed_1013_not_buffered(web):
+    async def body():
+        async with web.client() as client:
+            await web.sign_in(client)
+            ws = await client.ws_connect(web.base + "/api/events", headers={"Origin": web.origin})
+            assert (await ws.receive_json(timeout=30))["type"] == "hello"
+            # the socket reads nothing while 64 MB of output is published
+            await asyncio.get_running_loop().run_in_executor(None, output_flood, web, 1000)
+            outputs = 0
+            while (frame := await ws.receive(timeout=60)).type == aiohttp.WSMsgType.TEXT:
+                outputs += json.loads(frame.data)["type"] == "output"
+            assert frame.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            assert ws.close_code == 1013 and outputs < 1000
+
+    run(body())
 
 
 def test_history_pages_from_the_log_newest_page_first(web):

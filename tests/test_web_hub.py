@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 
-from everchat.frontends.web.hub import EventRing, Hub, translate
+from everchat.frontends.web.hub import RING_BYTES, RING_SIZE, EventRing, Hub, translate
 from everchat.transport import schema
 
 
@@ -222,3 +222,33 @@ def test_status_is_polled_only_while_someone_listens_and_published_only_when_it_
         assert chat.status_calls <= calls + 1  # at most the poll that was under way
     finally:
         hub.stop()
+
+
+def test_p4_a_shells_output_fills_the_ring_to_its_bytes_not_its_count_and_a_resume_before_it_is_a_reset():
+    chat = FakeChat()
+    hub = Hub(chat, status_seconds=60).start()
+    chunk = "B" * (64 * 1024)  # a JobOutput chunk at its largest
+    try:
+        hub.ring.publish({"type": "notice", "level": "info", "text": "before the flood"})  # 1
+        for n in range(200):  # 12.8 MB of output, 3x the ring's bytes
+            chat.session.events.put(schema.JobOutput(job=f"turn-1-{n}", caller="main", text=chunk))
+        wait_for(lambda: hub.ring.last == 201, "every chunk published", timeout=120)
+    finally:
+        hub.stop()
+    events, size = hub.ring.kept
+    assert size <= RING_BYTES and RING_BYTES - size < 70 * 1024  # full to its bytes
+    assert events < 70 <= RING_SIZE  # far fewer than its count
+    assert hub.ring.subscribe(Inbox(), after=1, run=hub.ring.run)[1] is None  # 2 was dropped: reset
+    _, kept, _ = hub.ring.subscribe(Inbox(), after=199, run=hub.ring.run)
+    assert ids(kept) == [200, 201]
+    assert json.loads(kept[-1])["text"] == chunk
+
+
+def test_p4_one_event_bigger_than_the_ring_is_kept_alone():
+    ring = EventRing(size=10, max_bytes=1100)
+    for n in range(5):
+        ring.publish({"type": "x", "text": "y" * 300})
+    assert ring.kept[0] == 3 and ring.kept[1] <= 1100  # about 340 bytes each
+    ring.publish({"type": "x", "text": "z" * 5000})
+    assert ring.kept[0] == 1
+    assert ids(ring.subscribe(Inbox(), after=5, run=ring.run)[1]) == [6]

@@ -142,10 +142,9 @@ def test_every_refusal_leaves_config_toml_as_it_was(web, with_file):
 
 
 def test_the_settings_panel_saves_the_reply_model_and_shows_the_pending_change(tmp_path):
-    playwright_api = pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import expect, sync_playwright  # a dev dependency: missing is a failure, not a skip
     from page_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, serve
 
-    expect = playwright_api.expect
     errors: list[str] = []
 
     def noted(message) -> None:  # the browser's own line for the 400 the test asks for is expected
@@ -153,7 +152,7 @@ def test_the_settings_panel_saves_the_reply_model_and_shows_the_pending_change(t
             errors.append(message.text)
 
     home = tmp_path / "home"
-    with serve(demo_settings(home)) as served, playwright_api.sync_playwright() as driver:
+    with serve(demo_settings(home)) as served, sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page()

@@ -165,13 +165,12 @@ def test_me_and_status_say_the_running_subscription_and_no_demo(subscribed):
 
 
 def test_the_settings_panel_saves_a_subscription_and_its_cli(tmp_path):
-    playwright_api = pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import expect, sync_playwright  # a dev dependency: missing is a failure, not a skip
     from page_world import CHROMIUM, CHROMIUM_ARGS, demo_settings, serve
 
-    expect = playwright_api.expect
     errors: list[str] = []
     home = tmp_path / "home"
-    with serve(demo_settings(home)) as served_page, playwright_api.sync_playwright() as driver:
+    with serve(demo_settings(home)) as served_page, sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page()

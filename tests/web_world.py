@@ -88,9 +88,9 @@ def web(tmp_path):
     yield from served(tmp_path, load({"demo": True}, env={}, home=home))
 
 
-def served(tmp_path, settings):
+def served(tmp_path, settings, **config):
     """The `web` fixture's world over `settings` (their home in `tmp_path`), as a generator
-    a fixture yields from."""
+    a fixture yields from; `config`: WebConfig fields to change (the timeouts)."""
     home = Path(settings.home)
     clock = Clock()
     token = load_token(home)
@@ -101,7 +101,7 @@ def served(tmp_path, settings):
         static.mkdir()
         (static / "index.html").write_text(INDEX)
         (static / "app.js").write_text("export const ready = true;\n")
-        config = WebConfig(home=home, token=token, port=0, clock=clock, workers=4, static=static)
+        config = WebConfig(home=home, token=token, port=0, clock=clock, workers=4, static=static, **config)
         app = make_app(session, settings, config)
         running = start_in_thread(app, "127.0.0.1", 0)
     except BaseException:

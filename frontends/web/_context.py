@@ -19,7 +19,8 @@ from everchat.frontends.web.chat import WebChat
 from everchat.frontends.web.hub import Hub
 
 __all__ = ["CSP", "JSON_LIMIT", "ASSET_LIMIT", "OPEN_ROUTES", "WRITES", "REVOKED", "STATIC", "WebConfig", "Refused",
-           "Close", "CHAT", "HUB", "CONFIG", "STORE", "PAIRING", "POOL", "SOCKETS", "SETTINGS", "SESSION", "is_https",
+           "Close", "CHAT", "HUB", "CONFIG", "STORE", "PAIRING", "POOL", "SOCKETS", "SETTINGS", "SESSION", "UPGRADED",
+           "IDLE_SECONDS", "BODY_SECONDS", "is_https",
            "error_answer", "call", "read_body", "read_json", "whole", "loose", "text_of", "digest_of", "session_answer"]
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -32,13 +33,19 @@ OPEN_ROUTES = frozenset({"/api/session", "/api/pair/redeem"})  # the routes that
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _COOKIE_SECONDS = 400 * 24 * 3600  # as long as browsers keep a cookie
 REVOKED = 4401  # the socket close code of a revoked session
+IDLE_SECONDS = 15.0
+"""P14: a connection sends a whole request head within 15 s of opening, or of its previous
+answer (the keep-alive timeout), else the server closes it."""
+BODY_SECONDS = 60.0
+"""P14: a request's body arrives whole within 60 s (5 MB at about 700 kbit/s), else 408."""
 STATIC = Path(__file__).parent / "static"
 
 
 @dataclass
 class WebConfig:
     """How the server runs: Everchat's home (token, sessions), the port it listens on (set
-    once it listens, for the Host check), the extra Host names, the token, a clock."""
+    once it listens, for the Host check), the extra Host names, the token, a clock, and the
+    connection timeouts (P14)."""
 
     home: Path
     token: str
@@ -48,6 +55,8 @@ class WebConfig:
     clock: Callable[[], float] = time.time
     workers: int = 8
     sessions: SessionStore | None = field(default=None, repr=False)
+    idle_seconds: float = IDLE_SECONDS
+    body_seconds: float = BODY_SECONDS
 
 
 class Refused(Exception):
@@ -74,6 +83,9 @@ POOL = web.AppKey("pool", ThreadPoolExecutor)
 SOCKETS = web.AppKey("sockets", dict)
 SETTINGS = web.AppKey("settings", object)
 SESSION = web.RequestKey("session", WebSession) if hasattr(web, "RequestKey") else "session"
+UPGRADED = web.RequestKey("upgraded", web.WebSocketResponse) if hasattr(web, "RequestKey") else "upgraded"
+"""Set once a socket's handshake is sent: an error after it closes the socket, never an HTTP
+answer written onto it (P9)."""
 
 
 def is_https(request: web.Request) -> bool:
@@ -91,24 +103,33 @@ async def call(request: web.Request, fn, *args):
 
 
 async def read_body(request: web.Request, limit: int, words: str) -> bytes:
-    """The request's body, refused with 413 once it passes `limit` bytes."""
+    """The request's body, refused with 413 once it passes `limit` bytes, and with 408 when it
+    is not all there within the configured seconds (P14: a body declared and never sent)."""
     if request.content_length is not None and request.content_length > limit:
         raise Refused(413, words)
+    seconds = request.app[CONFIG].body_seconds
     chunks, size = [], 0
-    while True:
-        chunk = await request.content.read(64 * 1024)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
-            raise Refused(413, words)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                chunk = await request.content.read(64 * 1024)
+                if not chunk:
+                    return b"".join(chunks)
+                size += len(chunk)
+                if size > limit:
+                    raise Refused(413, words)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise Refused(408, f"the request body did not arrive within {seconds:g} s") from None
 
 
 async def read_json(request: web.Request) -> dict:
+    """The body as a JSON object; anything else, a body nested too deeply included (P9), 400."""
     data = await read_body(request, JSON_LIMIT, "a request body is at most 1 MB")
     try:
         value = json.loads(data)
+    except RecursionError:
+        raise Refused(400, "the body is nested too deeply") from None
     except (ValueError, UnicodeDecodeError):
         raise Refused(400, "the body is not JSON") from None
     if not isinstance(value, dict):

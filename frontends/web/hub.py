@@ -1,6 +1,6 @@
 """The event hub (docs/WEB.md, "Live events"): the session's turn events as the page's JSON
-events, numbered per run, kept in a ring of the last 20,000 for resume, and fanned out to
-every socket.
+events, numbered per run, kept in a ring of the last 20,000 (and at most 4 MB of them, P4)
+for resume, and fanned out to every socket.
 
 `EventRing` is the pure core: `publish` numbers an event and hands it to every subscriber;
 `subscribe(after, run, deliver)` answers, under the same lock, the kept events after `after`
@@ -24,9 +24,13 @@ from typing import Any, Callable
 from everchat.frontends.chat_view import after_turn_line, goal_line
 from everchat.transport import schema
 
-__all__ = ["EventRing", "Hub", "RING_SIZE", "STATUS_SECONDS", "translate"]
+__all__ = ["EventRing", "Hub", "RING_SIZE", "RING_BYTES", "STATUS_SECONDS", "translate"]
 
 RING_SIZE = 20_000
+RING_BYTES = 4 << 20
+"""P4: the ring keeps at most 4 MB of events (their JSON's UTF-8 bytes): a shell's output
+(64 KB a chunk) pushes old events out instead of filling memory; a page resuming from an
+event pushed out gets a reset and reloads its history."""
 STATUS_SECONDS = 0.5
 _ANNOUNCED = 4096  # message ids already announced as `user` events (sent here, then started)
 
@@ -36,11 +40,15 @@ Deliver = Callable[[int, str], None]
 
 
 class EventRing:
-    """Events numbered 1, 2, 3 … in this run, the last `size` kept, handed to subscribers."""
+    """Events numbered 1, 2, 3 … in this run, the last `size` kept (and no more than
+    `max_bytes` of them, P4), handed to subscribers."""
 
-    def __init__(self, size: int = RING_SIZE, run: str | None = None) -> None:
+    def __init__(self, size: int = RING_SIZE, run: str | None = None, max_bytes: int = RING_BYTES) -> None:
         self.run = run or secrets.token_hex(8)
-        self._ring: deque[tuple[int, str]] = deque(maxlen=size)
+        self._ring: deque[tuple[int, str, int]] = deque()
+        self._size = size
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._last = 0
         self._subscribers: dict[int, Deliver] = {}
         self._tokens = 0
@@ -51,6 +59,12 @@ class EventRing:
 
     def __repr__(self) -> str:
         return f"<EventRing run={self.run} last={self._last} subscribers={len(self._subscribers)}>"
+
+    @property
+    def kept(self) -> tuple[int, int]:
+        """(events, bytes) the ring holds now."""
+        with self._lock:
+            return len(self._ring), self._bytes
 
     @property
     def last(self) -> int:
@@ -67,7 +81,11 @@ class EventRing:
         with self._lock:
             self._last += 1
             text = json.dumps({"id": self._last, **event}, ensure_ascii=False)
-            self._ring.append((self._last, text))
+            size = len(text.encode())
+            self._ring.append((self._last, text, size))
+            self._bytes += size
+            while len(self._ring) > self._size or (self._bytes > self._max_bytes and len(self._ring) > 1):
+                self._bytes -= self._ring.popleft()[2]
             self._follow_turn(event)
             for deliver in list(self._subscribers.values()):
                 deliver(self._last, text)
@@ -92,13 +110,13 @@ class EventRing:
                 first = self._ring[0][0] if self._ring else self._last + 1
                 if start is None or start + 1 < first:
                     return token, [], self._last
-                return token, [text for i, text in self._ring if i > start], start
+                return token, [text for i, text, _ in self._ring if i > start], start
             if run != self.run or after > self._last or after < 0:
                 return token, None, self._last
             first = self._ring[0][0] if self._ring else self._last + 1
             if after + 1 < first:
                 return token, None, self._last  # fell out of the ring
-            return token, [text for i, text in self._ring if i > after], self._last
+            return token, [text for i, text, _ in self._ring if i > after], self._last
 
     def _follow_turn(self, event: dict) -> None:
         """Keep where the running turn began (under the lock): its opening message's `user`

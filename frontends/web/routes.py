@@ -15,7 +15,7 @@ from everchat.frontends.web._context import (ASSET_LIMIT, CHAT, CONFIG, HUB, PAI
                                              STORE, Close, Refused, REVOKED, call, digest_of, is_https, loose,
                                              read_body, read_json, session_answer, text_of, whole)
 from everchat.frontends.web import model_settings
-from everchat.frontends.web.auth import iso, token_matches
+from everchat.frontends.web.auth import current_token, iso, may_revoke, token_matches
 from everchat.frontends.web.chat import HISTORY_LIMIT
 from everchat.transport import RemoteError
 
@@ -24,20 +24,23 @@ __all__ = ["post_session", "post_redeem", "get_me", "get_status", "get_history",
            "post_goal", "get_goal", "post_halt", "post_note", "post_settings", "get_sessions", "delete_session", "post_pair", "static", "no_route"]
 
 async def post_session(request: web.Request) -> web.Response:
-    """Trade the token (from the link's fragment) for a session and its cookie."""
+    """Trade the token (from the link's fragment) for a session and its cookie. The token is
+    the file's as it is now: `--new-token` on another server on this home ends this one's
+    link too (P5)."""
     body = await read_json(request)
-    if not token_matches(body.get("token"), request.app[CONFIG].token):
+    config = request.app[CONFIG]
+    if not token_matches(body.get("token"), current_token(config.home, config.token)):
         raise Refused(403, "wrong token")
     cookie, session = request.app[STORE].create(body.get("name") or "")
     return session_answer(request, cookie, session)
 
 
 async def post_redeem(request: web.Request) -> web.Response:
-    """Trade a pairing code (single use, 10 minutes) for a session."""
+    """Trade a pairing code (single use, 10 minutes) for a paired session."""
     body = await read_json(request)
     if not request.app[PAIRING].redeem(body.get("code")):
         raise Refused(403, "pairing code used or expired")
-    cookie, session = request.app[STORE].create(body.get("name") or "")
+    cookie, session = request.app[STORE].create(body.get("name") or "", paired=True)
     return session_answer(request, cookie, session)
 
 
@@ -254,9 +257,17 @@ async def get_sessions(request: web.Request) -> web.Response:
 
 
 async def delete_session(request: web.Request) -> web.Response:
-    """Revoke a session: its entry goes, its sockets close at once (4401)."""
+    """Revoke a session: its entry goes, its sockets close at once (4401), here and (within
+    the watch's half second) on every other server on this home (P5). A paired session may
+    revoke only itself (`may_revoke`, docs/WEB.md "Who may revoke whom")."""
     public = request.match_info["id"]
-    if not request.app[STORE].revoke(public):
+    store = request.app[STORE]
+    target = store.get(public)
+    if target is None:
+        raise Refused(404, "no such session")
+    if not may_revoke(request[SESSION], target):
+        raise Refused(403, "a paired device may end only its own session")
+    if not store.revoke(public):
         raise Refused(404, "no such session")
     for queue in list(request.app[SOCKETS].pop(public, ())):
         queue.put_nowait(Close(REVOKED, b"session revoked"))  # its writer closes it, after what it sends
@@ -264,9 +275,13 @@ async def delete_session(request: web.Request) -> web.Response:
 
 
 async def post_pair(request: web.Request) -> web.Response:
-    """A single-use pairing link (10 minutes) and its QR code (segno)."""
+    """A single-use pairing link (10 minutes) and its QR code (segno); only a session made
+    with the token may pair a device (a paired one could otherwise outlive its revocation by
+    pairing a successor)."""
     import segno
 
+    if request[SESSION].paired:
+        raise Refused(403, "only a browser signed in with the link may pair a device")
     code, expires = request.app[PAIRING].make()
     scheme = "https" if is_https(request) else "http"
     link = f"{scheme}://{request.headers['Host']}/#pair={code}"
@@ -276,11 +291,19 @@ async def post_pair(request: web.Request) -> web.Response:
 
 
 async def static(request: web.Request) -> web.StreamResponse:
-    """The page's files (frontends/web/static/); index.html for `/`."""
+    """The page's files (frontends/web/static/); index.html for `/`. A name the file system
+    cannot take (a NUL: P3, P9) or that ends in `/` (`/app.js/`) is 404 before any file is
+    touched."""
     root = request.app[CONFIG].static.resolve()
     name = request.match_info.get("path") or "index.html"
-    path = (root / name).resolve()
-    if root not in path.parents or not path.is_file():
+    if "\x00" in name or name.endswith("/"):
+        raise Refused(404, "not found")
+    try:
+        path = (root / name).resolve()
+        found = root in path.parents and path.is_file()
+    except (OSError, ValueError):  # a name too long, or one the OS refuses
+        found = False
+    if not found:
         raise Refused(404, "not found")
     kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     if path.suffix in (".js", ".mjs"):

@@ -3,7 +3,9 @@ aiohttp application; `start_in_thread` runs it on a loop of its own.
 
 Checks run as middlewares in a fixed order (STYLE 13), outermost first:
 1. `_errors`: every refusal and failure becomes JSON `{"error": "…"}` with its status (an
-   actor that does not answer: 503; a bug: 500, its traceback logged);
+   actor that does not answer, or a sessions file that cannot be read: 503; a bug: 500, its
+   traceback logged; after a socket's handshake, a bug closes the socket with 1011 instead,
+   P9);
 2. `_host`: the Host header names this server, else 421 (DNS rebinding);
 3. `_session`: every `/api/` route but the two that make a session needs the cookie, else 401;
 4. `_origin`: POST, DELETE and the WebSocket upgrade come from this server's own origin, else 403;
@@ -12,6 +14,12 @@ security headers (`_headers`, on response prepare). The handlers are in `routes.
 `events.py` (the socket); the blocking asks to the chat run in a thread pool (`call`),
 never on the event loop. A refused request changes nothing: every check runs before
 anything reaches the chat.
+
+P14: a connection that sends no whole request head within `WebConfig.idle_seconds` of opening
+(or of its previous answer: the keep-alive timeout) is closed, and a body not all there
+within `body_seconds` is answered 408. P5: every server on one home shares its sessions
+file (`SessionStore`); `_watch_sessions` closes the sockets of a session another server
+revoked.
 """
 
 from __future__ import annotations
@@ -23,13 +31,15 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
+from aiohttp.http import HttpProcessingError
 
 from everchat.actors.memory_tools import ZoomError
 from everchat.frontends.web import routes
 from everchat.frontends.web._context import (ASSET_LIMIT, CHAT, CONFIG, CSP, HUB, OPEN_ROUTES, PAIRING, POOL,
-                                             SESSION, SETTINGS, SOCKETS, STORE, WRITES, Close, Refused, WebConfig,
-                                             error_answer, is_https)
-from everchat.frontends.web.auth import COOKIE, Pairing, SessionStore, host_allowed, origin_allowed
+                                             REVOKED, SESSION, SETTINGS, SOCKETS, STORE, UPGRADED, WRITES, Close,
+                                             Refused, WebConfig, error_answer, is_https)
+from everchat.frontends.web.auth import (COOKIE, Pairing, SessionStore, SessionsUnreadable, host_allowed,
+                                         origin_allowed)
 from everchat.frontends.web.chat import WebChat
 from everchat.frontends.web.events import get_events
 from everchat.frontends.web.hub import Hub
@@ -38,6 +48,22 @@ from everchat.transport import TransportError
 __all__ = ["WebConfig", "make_app", "start_in_thread", "Running", "CSP"]
 
 log = logging.getLogger("everchat.web")
+
+WATCH_SECONDS = 0.5
+"""How often the sessions file is checked for sessions another server revoked (P5)."""
+
+
+class _Malformed(logging.Filter):
+    """aiohttp answers a request it cannot parse with 400 and logs the parser's traceback:
+    a refusal, not a bug of ours, so it is not logged (P9)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, HttpProcessingError) and 400 <= (error.code or 400) < 500)
+
+
+_http_log = logging.getLogger("everchat.web.http")
+_http_log.addFilter(_Malformed())
 
 
 # -- middlewares, outermost first ------------------------------------------------------
@@ -58,8 +84,15 @@ async def _errors(request: web.Request, handler):
     except TransportError as error:
         log.warning("%s %s: the chat did not answer: %s", request.method, request.path, error)
         return error_answer(503, f"the chat did not answer: {error}")
+    except SessionsUnreadable as error:
+        log.warning("%s", error)
+        return error_answer(503, str(error))
     except Exception as error:  # a bug of ours: one line for the page, the traceback in the log
         log.exception("%s %s failed", request.method, request.path)
+        upgraded = request.get(UPGRADED)
+        if upgraded is not None:  # P9: an HTTP answer written onto the socket would garble it
+            await upgraded.close(code=1011, message=b"internal error")
+            return upgraded
         return error_answer(500, f"internal error: {type(error).__name__}: {error}")
 
 
@@ -121,6 +154,7 @@ def make_app(session, settings, config: WebConfig, *, chat: WebChat | None = Non
     app[SETTINGS] = settings
     app.on_response_prepare.append(_headers)
     app.on_startup.append(_start)
+    app.cleanup_ctx.append(_watching)
     app.on_shutdown.append(_close_sockets)
     app.on_cleanup.append(_stop)
     app.router.add_post("/api/session", routes.post_session)
@@ -154,6 +188,30 @@ def make_app(session, settings, config: WebConfig, *, chat: WebChat | None = Non
 
 async def _start(app: web.Application) -> None:
     app[HUB].start()
+
+
+async def _watching(app: web.Application):
+    task = asyncio.create_task(_watch_sessions(app))
+    yield
+    task.cancel()
+
+
+async def _watch_sessions(app: web.Application) -> None:
+    """P5: every `WATCH_SECONDS`, close (4401) the sockets of sessions the sessions file no
+    longer holds: revoked on another server on this home, or ended by its `--new-token`."""
+    store, sockets = app[STORE], app[SOCKETS]
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        if not sockets:
+            continue
+        try:
+            known = {session.id for session in store.sessions()}
+        except SessionsUnreadable as error:
+            log.warning("%s", error)
+            continue
+        for public in [p for p in sockets if p not in known]:
+            for backlog in list(sockets.pop(public, ())):
+                backlog.put_nowait(Close(REVOKED, b"session revoked"))
 
 
 async def _close_sockets(app: web.Application) -> None:
@@ -203,7 +261,12 @@ class Running:
             self.loop.close()
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(self.app, shutdown_timeout=5.0, handle_signals=False, access_log=None)
+        # P14: aiohttp's keep-alive timer also runs from a connection's start and while its
+        # head is half sent, so it is the head's timeout too; a body nobody reads (a refusal
+        # answered before it) is read and dropped for as long at most.
+        idle = self.app[CONFIG].idle_seconds
+        self._runner = web.AppRunner(self.app, shutdown_timeout=5.0, handle_signals=False, access_log=None,
+                                     keepalive_timeout=idle, lingering_time=idle, logger=_http_log)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         try:

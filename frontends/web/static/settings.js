@@ -172,10 +172,17 @@ export async function loadSessions() {
     const answer = await api("/api/sessions");
     showError(error, "");
     clear(list);
+    // A paired device may end only its own session, and pairs no other (docs/WEB.md).
+    const paired = answer.sessions.some((session) => session.current && session.paired);
+    $("pair").hidden = paired;
+    $("pair-paired").hidden = !paired;
     for (const session of answer.sessions) {
-      const revoke = h("button", { type: "button", class: "danger",
-        "aria-label": `Revoke ${session.name}${session.current ? " (this browser)" : ""}`, text: "Revoke" });
-      revoke.addEventListener("click", () => revokeSession(session, revoke));
+      let revoke = null;
+      if (!paired || session.current) {
+        revoke = h("button", { type: "button", class: "danger",
+          "aria-label": `Revoke ${session.name}${session.current ? " (this browser)" : ""}`, text: "Revoke" });
+        revoke.addEventListener("click", () => revokeSession(session, revoke));
+      }
       list.append(h("li", { class: session.current ? "session current" : "session" },
         h("div", {},
           h("strong", { text: session.name || session.id }),
