@@ -148,13 +148,11 @@ def test_r22_r24_an_idle_chat_backed_up_and_restored_is_the_same_chat(tmp_path):
     assert json.loads(done.stdout)["messages"] == 120
 
 
-def test_r24_a_backup_cuts_at_the_saved_view_and_leaves_later_nodes_and_merge_records_out(tmp_path):
-    """The cut is the saved view (R22): T messages, the K merge records it folds (R24).
-    Here view.json is the one saved at 120 messages while the log goes on to 200 (as a
-    running chat's planner lags its log, or a crash between a record and the view's save):
-    the backup holds messages 0-119, only the nodes of those, the first K records, and the
-    view saved then, byte for byte."""
-    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+def chat_with_records_after_its_view(chat: Path) -> tuple[bytes, bytes, int]:
+    """A chat at rest whose view.json is the one saved at 120 messages while its log holds
+    200 and more merge records (what a crash between an append and the view's save
+    leaves, R24: a killed `import-chats` left 16 such messages in the issue's loop). The
+    saved view and compaction view, and the merge records the saved view folds."""
     make_chat(chat, notes=120)
     saved = (chat / "view.json").read_bytes(), (chat / "compaction-view.json").read_bytes()
     with ChatStore.open(chat, writer=False) as store:
@@ -163,18 +161,104 @@ def test_r24_a_backup_cuts_at_the_saved_view_and_leaves_later_nodes_and_merge_re
         add_notes(writer, 120, 80)
     with ChatStore.open(chat, writer=False) as store:
         assert store.merge_count > records_then
-    later_nodes = [node for node in tree_nodes(chat) if (node[1] + 1) << node[0] > 120]
-    assert later_nodes
     (chat / "view.json").write_bytes(saved[0])
     (chat / "compaction-view.json").write_bytes(saved[1])
+    return saved[0], saved[1], records_then
+
+
+def test_issue20_a_chat_at_rest_with_records_after_its_view_restores_to_the_same_view(tmp_path):
+    """Issue 20: nothing runs, so the backup holds the whole log (messages and merge
+    records after the saved view too) with the view as saved; the restored chat recovers
+    them as the original does (R24), and `everchat view` prints the same on both. (The
+    cut used to stop at the saved view: the restored chat lost 80 messages and showed an
+    older view.)"""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    saved_view, saved_cview, _ = chat_with_records_after_its_view(chat)
     manifest = snapshot(chat, zip_path)
+    restore(zip_path, new)
+    shown = [everchat("view", "--data-dir", str(folder)) for folder in (chat, new)]
+    assert shown[0].returncode == shown[1].returncode == 0, shown[1].stderr
+    assert shown[1].stdout == shown[0].stdout and "199+1|" in shown[0].stdout
+    for budget in (None, BUDGET):
+        with Chat.open(chat, writer=False, budget=budget) as original, \
+                Chat.open(new, writer=False, budget=budget) as restored:
+            assert restored.render_view() == original.render_view()
+    with ChatStore.open(chat, writer=False) as store:
+        merges = store.merge_count
+    assert (manifest["messages"], manifest["merges"], manifest["log_messages"]) == (200, merges, 200)
+    assert manifest["view"]["messages"] == 120
+    assert (new / "view.json").read_bytes() == saved_view
+    assert (new / "compaction-view.json").read_bytes() == saved_cview
+    assert set(tree_nodes(new)) == set(tree_nodes(chat))
+    assert_zoom_reaches_every_message(new, chat, 200)
+
+
+def snapshot_while_the_planner_saves(chat: Path, zip_path: Path, monkeypatch) -> dict:
+    """`snapshot` of a running chat: its planner saves the view it has caught up to (the
+    one recovery folds in memory) while the backup takes its cut."""
+    with Chat.open(chat, budget=BUDGET, writer=False) as caught_up:
+        newer = json.dumps({**caught_up.planner.saved_views()[0], "version": 2, "merges": caught_up.merges}).encode()
+    real_cut = ChatStore.cut
+
+    def planner_saves_meanwhile(store, messages, merges):
+        (chat / "view.json").write_bytes(newer)
+        return real_cut(store, messages, merges)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ChatStore, "cut", planner_saves_meanwhile)
+        return snapshot(chat, zip_path)
+
+
+def test_r24_a_view_saved_while_the_backup_reads_cuts_it_at_the_first_view_read(tmp_path, monkeypatch):
+    """A running chat: the planner saves a view while the backup takes its cut, so the
+    cut is the view read first, T messages and the K merge records it folds (R24), and
+    what was logged after it is left out: the nodes of later messages and later merge
+    records too, and the backup holds the view saved then, byte for byte."""
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    saved_view, saved_cview, records_then = chat_with_records_after_its_view(chat)
+    later_nodes = [node for node in tree_nodes(chat) if (node[1] + 1) << node[0] > 120]
+    assert later_nodes
+    manifest = snapshot_while_the_planner_saves(chat, zip_path, monkeypatch)
     assert (manifest["messages"], manifest["merges"], manifest["log_messages"]) == (120, records_then, 200)
     restore(zip_path, new)
-    assert (new / "view.json").read_bytes() == saved[0]
-    assert (new / "compaction-view.json").read_bytes() == saved[1]
+    assert (new / "view.json").read_bytes() == saved_view
+    assert (new / "compaction-view.json").read_bytes() == saved_cview
     assert all((n[1] + 1) << n[0] <= 120 for n in tree_nodes(new))
     assert {n for n in tree_nodes(chat) if (n[1] + 1) << n[0] <= 120} == set(tree_nodes(new))
     assert_zoom_reaches_every_message(new, chat, 120)
+
+
+def test_r21_r24_a_backup_holds_the_compaction_view_of_its_own_cut(tmp_path, monkeypatch):
+    """The writer replaces view.json, then compaction-view.json (R4). A backup that reads
+    between the two renames (the new view, the old compaction view) reads both again
+    until they belong to one t, so the ZIP holds the compaction view of its cut, not none
+    (the restored chat would refit it from the view: another compaction view, R24)."""
+    from everchat.actors.backup import _snapshot
+
+    chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
+    make_chat(chat, notes=120)
+    old_cview = (chat / "compaction-view.json").read_bytes()
+    with Chat.open(chat, budget=BUDGET) as writer:
+        add_notes(writer, 120, 1)
+    new_cview = (chat / "compaction-view.json").read_bytes()
+    assert json.loads(new_cview)["t"] == 121 != json.loads(old_cview)["t"]
+    (chat / "compaction-view.json").write_bytes(old_cview)  # the writer is between its renames
+    real_read = _snapshot.read_small
+    reads = []
+
+    def writer_renames_next(path):
+        data = real_read(path)
+        if path.name == "compaction-view.json" and not reads:
+            reads.append(path)
+            path.write_bytes(new_cview)  # ... and does its second rename right after this read
+        return data
+
+    monkeypatch.setattr(_snapshot, "read_small", writer_renames_next)
+    snapshot(chat, zip_path)
+    with zipfile.ZipFile(zip_path) as zf:
+        assert zf.read("compaction-view.json") == new_cview
+    restore(zip_path, new)
+    assert (new / "compaction-view.json").read_bytes() == new_cview
 
 
 def test_r5_keys_stay_out_by_default_and_go_in_with_with_keys(tmp_path, capsys):
@@ -284,7 +368,7 @@ def covers(line: bytes) -> int:
     return (rec["i"] + 1) << rec["l"] if "l" in rec else 0
 
 
-def test_p3_sealed_from_moves_with_the_lines_the_cut_leaves_out_of_tree(tmp_path):
+def test_p3_sealed_from_moves_with_the_lines_the_cut_leaves_out_of_tree(tmp_path, monkeypatch):
     """A chat sealed from a later position (P3: a version 1 chat upgraded by its first
     writer): in the backup, `sealed_from` names the same record of `tree/`, now that the
     nodes of messages past the cut are left out, and `main/`'s stops at the copy's end.
@@ -309,7 +393,7 @@ def test_p3_sealed_from_moves_with_the_lines_the_cut_leaves_out_of_tree(tmp_path
     info["sealed_from"] = {"main": [ordinal, main_day.stat().st_size],
                            "tree": [ordinal, sum(len(line) for line in lines[:-1])]}
     (chat / "chat.json").write_text(json.dumps(info) + "\n")
-    snapshot(chat, zip_path)
+    snapshot_while_the_planner_saves(chat, zip_path, monkeypatch)  # the cut at the saved view
     restore(zip_path, new)
     moved = json.loads((new / "chat.json").read_text())["sealed_from"]
     restored_tree = (new / "tree" / day.name).read_bytes()
@@ -362,10 +446,10 @@ def test_r24_a_chat_that_lost_view_json_is_backed_up_whole_and_refolds_the_same_
         assert restored.view_lines() == original.view_lines()
 
 
-def test_r38_a_report_past_the_cut_is_unreported_in_the_backup_and_logged_once_after_restore(tmp_path):
-    """An agent's report logged to main/ after the saved view (past the cut) is not in the
-    backup: its transcript ends before that report's `reported` record, so the restored
-    chat's agents find it in their outbox and log it, by its key, once."""
+def test_r38_a_report_past_the_cut_is_unreported_in_the_backup_and_logged_once_after_restore(tmp_path, monkeypatch):
+    """An agent's report logged to main/ after the saved view of a running chat (past the
+    cut) is not in the backup: its transcript ends before that report's `reported` record,
+    so the restored chat's agents find it in their outbox and log it, by its key, once."""
     from everchat.actors.agents import report_key
     from everchat.actors.store import Transcripts
 
@@ -382,7 +466,7 @@ def test_r38_a_report_past_the_cut_is_unreported_in_the_backup_and_logged_once_a
     (chat / "view.json").write_bytes(saved[0])  # ... after the view the planner saved last
     (chat / "compaction-view.json").write_bytes(saved[1])
 
-    manifest = snapshot(chat, zip_path)
+    manifest = snapshot_while_the_planner_saves(chat, zip_path, monkeypatch)
     assert manifest["messages"] == 40 and manifest["log_messages"] == 41
     restore(zip_path, new)
     kinds = [record.kind for record in Transcripts(new, writer=False).records("Ada")]
