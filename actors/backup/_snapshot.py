@@ -19,7 +19,7 @@ from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecor
 from everchat.actors.store._files import fsync_dir, read_small
 from everchat.actors.view_check import check_view_shape
 
-from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError
+from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError, backup_name
 
 __all__ = ["snapshot"]
 
@@ -305,7 +305,8 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
     # after the cut was chosen. They may still be a little newer than the cut: an agent's
     # report logged to main/ but not yet planned is past the cut (R38: the agents' recovery
     # must find its report in main/ by its key, not trust its transcript alone).
-    agents = [(path, _complete_lines(path, path.stat().st_size)) for path in _regular_files(chat / "agents")]
+    agents = [(path, _complete_lines(path, path.stat().st_size)) for path in _regular_files(chat / "agents")
+              if backup_name(path.relative_to(chat).as_posix(), with_keys=with_keys)]
     view_data, cview_data = _views_at_one_moment(chat)
     store = ChatStore.open(chat, writer=False, quiet=True)
     try:
@@ -343,10 +344,9 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
                 if goal is not None:
                     out.add(GOAL_NAME, [goal[0]])
                 for path in _regular_files(chat / "config"):
-                    rel = path.relative_to(chat)
-                    if rel.parts[1] == "keys" and not with_keys:
-                        continue
-                    out.add(rel.as_posix(), _file_chunks(path))
+                    rel = path.relative_to(chat).as_posix()
+                    if backup_name(rel, with_keys=with_keys):  # P8: what a restore of this kind accepts
+                        out.add(rel, _file_chunks(path))
                 manifest = {"format": BACKUP_FORMAT, "version": BACKUP_VERSION,
                             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                             "messages": messages, "merges": merges, "nodes": cut.nodes,
