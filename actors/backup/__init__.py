@@ -43,15 +43,24 @@ temporary files, anything outside the chat folder.
 
 **A restore writes nothing it has not checked.** `restore` refuses a target that is not an
 empty or missing folder, and a ZIP with absolute or `..` names, symlinks or other special
-members, duplicate names, names a backup never holds (a lock, `run/`, `index/`, a draft:
-whatever its sums say; `goal.json` in a version 1 backup), members the manifest does not
+members, duplicate names, names a backup of its kind never holds (a lock, `run/`,
+`index/`, a draft, `config/keys/` in a backup made without `with_keys`, any file of
+`agents/` but a transcript and its repairs.json: whatever its sums say, P8; `goal.json` in a
+version 1 backup), members the manifest does not
 list (or listed ones missing), a `goal.json` that is not a goal, a
 member larger than the manifest says or than the space left (a zip bomb: members are
 read in chunks and the read stops past the declared size), or a wrong sum. It extracts
 into a temporary folder beside the target, runs the same check as `everchat check`
-(every record, the view against every merge record, R24), compares the counts with the
+(every record, the view against every merge record, R24, every agent's transcript),
+compares the counts with the
 manifest, and only then renames the folder into place. On any failure it removes the
 temporary folder: the target is as it was.
+
+**A killed run leaves its temporary behind, and the next run removes it (P11).** Nothing
+can clean up after SIGKILL: `backup` leaves `.NAME.zip.tmp.PID` beside the ZIP, `restore`
+its `.TARGET.restore-PID-…` folder (a whole copy of the chat) beside the target. Each
+command, when it starts, removes its own temporaries of that name whose process is gone
+(`_common.remove_stale`), and says so; a live process's are left alone.
 
     manifest = snapshot(chat_dir, "chat.zip")                  # while the chat runs or not
     report = restore("chat.zip", new_dir)                       # RestoreRefused: nothing written

@@ -3,7 +3,10 @@ size, the names a backup holds, and the two errors."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+from pathlib import Path
 
 from everchat.actors.goals import GOAL_NAME
 from everchat.actors.store import CVIEW_NAME, VIEW_NAME
@@ -12,7 +15,7 @@ from everchat.actors.store._transcripts import TRANSCRIPT_FILE
 from everchat.transport._keys import _NAME as _KEY
 
 __all__ = ["MANIFEST_NAME", "BACKUP_FORMAT", "BACKUP_VERSION", "READ_VERSIONS", "MANIFEST_LIMIT", "CHUNK", "HEX64",
-           "BackupError", "RestoreRefused", "backup_name", "is_key_file"]
+           "BackupError", "RestoreRefused", "backup_name", "is_key_file", "remove_stale"]
 
 MANIFEST_NAME = "everchat-backup.json"
 BACKUP_FORMAT = "everchat-backup"
@@ -55,6 +58,43 @@ def backup_name(name: str, *, with_keys: bool, version: int = BACKUP_VERSION) ->
         return with_keys
     parts = name.split("/")
     return len(parts) == 3 and parts[0] == "agents" and bool(_AGENT.fullmatch(parts[1])) and parts[2] in _AGENT_FILES
+
+
+def _dead(pid: int) -> bool:
+    """Whether no process has this pid (one that exists, ours or another user's, is alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def remove_stale(folder: Path, prefix: str, *, folders: bool) -> list[Path]:
+    """P11: remove what a killed run of this command left in `folder`: the entries named
+    `prefix` + PID (+ `-` and anything, for folders) whose process is gone. A file (a
+    half-written ZIP) or a folder (a restore's whole copy of the chat) of the right kind
+    only, never through a symlink; a live process's is left alone. The ones removed."""
+    gone = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return gone
+    for name in names:
+        rest = name[len(prefix):] if name.startswith(prefix) else ""
+        pid = rest.split("-", 1)[0] if folders else rest
+        if not pid.isdigit() or (folders and "-" not in rest) or not _dead(int(pid)):
+            continue
+        path = folder / name
+        if path.is_symlink() or not (path.is_dir() if folders else path.is_file()):
+            continue
+        if folders:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        gone.append(path)
+    return gone
 
 
 class BackupError(Exception):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -22,9 +23,11 @@ from everchat.actors.store import CVIEW_NAME, VIEW_NAME, CorruptRecord, StoreErr
 from everchat.actors.store._files import fsync_dir
 
 from ._common import (BACKUP_FORMAT, BACKUP_VERSION, CHUNK, HEX64, MANIFEST_LIMIT, MANIFEST_NAME, READ_VERSIONS,
-                      RestoreRefused, backup_name, is_key_file)
+                      RestoreRefused, backup_name, is_key_file, remove_stale)
 
 __all__ = ["restore", "read_manifest"]
+
+log = logging.getLogger("everchat.backup")
 
 
 def _safe_name(name: str) -> bool:
@@ -217,9 +220,11 @@ def restore(zip_path: str | os.PathLike, target: str | os.PathLike, *, limit: in
         if total > room:
             raise RestoreRefused(f"the backup inflates to {total:,} bytes; only {room:,} may be written there")
         made = _make_parents(target.parent)
+        for stale in remove_stale(target.parent, f".{target.name}.restore-", folders=True):
+            log.warning("removed %s, the copy a killed restore left (P11)", stale)
         tmp = None
         try:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.restore-", dir=target.parent))
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.restore-{os.getpid()}-", dir=target.parent))
             _extract(zf, manifest, tmp)
             fsync_dir(tmp)
             report = _check_restored(tmp, manifest)

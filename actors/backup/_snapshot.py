@@ -19,7 +19,7 @@ from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecor
 from everchat.actors.store._files import fsync_dir, read_small
 from everchat.actors.view_check import check_view_shape
 
-from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError, backup_name
+from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError, backup_name, remove_stale
 
 __all__ = ["snapshot"]
 
@@ -314,6 +314,8 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
         view_messages, view_merges, refolded = _cut_of(store, view)
         messages, merges, cut = _whole_or_saved(chat, store, view_data, view_messages, view_merges)
         log_messages = store.message_count
+        for stale in remove_stale(zip_path.parent, f".{zip_path.name}.tmp.", folders=False):
+            log.warning("removed %s, a half-written ZIP a killed backup left (P11)", stale)
         tmp = zip_path.with_name(f".{zip_path.name}.tmp.{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
