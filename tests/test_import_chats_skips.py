@@ -79,7 +79,7 @@ def test_p12_unreadable_lines_in_a_session_log_are_counted_and_its_torn_last_lin
     path.write_bytes(broken)
     assert main(["import-chats", str(path), "--dry-run", "--data-dir", str(tmp_path / "chat")]) == 0
     out = capsys.readouterr().out
-    assert f"{path}: skipped 2 unreadable lines skipped" in out.splitlines()
+    assert f"{path}: skipped 2 unreadable lines" in out.splitlines()
     assert "  Codex: 1 conversation, 5 messages" in out
 
 

@@ -70,4 +70,4 @@ def test_p8_the_running_chat_starts_its_agents_and_the_models_zoom_says_the_tran
         assert [row["name"] for row in session.agents()] == ["Ann"]
         with pytest.raises(ZoomError, match="cannot be read .*; it is skipped"):
             session.zoom("evil")
-        assert session.zoom("Ann") == "0 user: find the amber"
+        assert session.zoom("Ann").startswith("0 user: find the amber")  # Ann, queued, may have run meanwhile

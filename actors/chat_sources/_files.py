@@ -107,7 +107,7 @@ def parse_stream(stream: BinaryIO, name: str, notes: list[str]) -> list[Conversa
             found = None
         if found is not None:
             if unreadable:
-                notes.append(f"{unreadable} unreadable line{'s' * (unreadable != 1)} skipped")
+                notes.append(f"{unreadable} unreadable line{'s' * (unreadable != 1)}")
             return found
     if not first:
         return []

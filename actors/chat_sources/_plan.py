@@ -201,8 +201,8 @@ def conversation_items(conv: Conversation, known: set[str], last: str | None = N
             continue
         kind, text = _render(conv, message)
         images = tuple(data for data in message.images if len(data) <= MAX_ASSET_BYTES and image_type(data))
-        bounded, cut = _bounded(redact(_clean(text)))
-        body.append(Item(kind, bounded, key, meta, _iso(moment), images, cut))
+        bounded, cut = _bounded(_clean(text))  # cut first: what is not imported need not be redacted
+        body.append(Item(kind, redact(bounded), key, meta, _iso(moment), images, cut))
         first_new = first_new or _id(message.id)
     if not body:
         return []
