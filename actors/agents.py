@@ -412,6 +412,8 @@ def transcript_page(ask, name: str, page: int = 1) -> str:
             raise ZoomError(no_agent(name)) from None
         if error.kind == "BadInput":
             raise ZoomError(error.text) from None
+        if error.kind == "CorruptRecord":
+            raise ZoomError(unreadable(name, error.text)) from None
         raise
     return page_text(name, got.text, got.page, got.pages)
 
@@ -419,6 +421,12 @@ def transcript_page(ask, name: str, page: int = 1) -> str:
 def no_agent(name: str) -> str:
     """What zoom("Name") says for a name no agent of the chat has (R35)."""
     return f"No agent named {name!r} in this chat."
+
+
+def unreadable(name: str, why: str) -> str:
+    """What zoom("Name") and the agents list say of a transcript that cannot be read
+    (P8): it is skipped, the rest of the chat goes on."""
+    return f"The transcript of agent {name!r} cannot be read ({why}); it is skipped."
 
 
 def page_text(name: str, text: str, page: int, pages: int) -> str:
@@ -506,7 +514,14 @@ class AgentsActor(Actor):
         names = self._ask(self.log_writer, schema.ListTranscripts()).agents
         cut_short = []
         for name in names:
-            agent = self.book.restore(name, self._records(name))
+            try:
+                records = self._records(name)
+            except RemoteError as error:
+                if error.kind != "CorruptRecord":
+                    raise
+                log.warning("%s: %s", self, unreadable(name, error.text))  # P8: the others still work
+                continue
+            agent = self.book.restore(name, records)
             if agent is not None and agent.state == "working":
                 cut_short.append(agent)
         self._reporter = threading.Thread(target=self._report_loop, name=f"{self.name}-reports", daemon=True)

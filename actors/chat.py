@@ -12,7 +12,7 @@ from pathlib import Path
 from everchat.actors.drafts import load_draft, recover_draft
 from everchat.actors.memory import Budget, Step
 from everchat.actors.planning import ZOOM_PAGE_BYTES, Planning, ZoomError
-from everchat.actors.store import ChatStore, StoreError
+from everchat.actors.store import ChatStore, StoreError, Transcripts
 from everchat.actors.store._chat import is_chat
 
 __all__ = ["Chat", "ZoomError", "ZOOM_PAGE_BYTES", "LoggedButUnsaved", "open_writer_store"]
@@ -81,12 +81,19 @@ class Chat(Planning):
 
     def check(self) -> dict:
         """`everchat check`: every record of the log and the tree with its checksum (R2,
-        R25), every referenced image (R9), the saved view against all merge records (R24)
-        and the draft of a reply in progress (R37). Raises CorruptRecord at the first
-        problem, naming its file and byte offset; returns the store's counts."""
+        R25), every referenced image (R9), the saved view against all merge records (R24),
+        the draft of a reply in progress (R37) and every agent's transcript (R38, P8: a
+        garbage transcript restored from a backup passed, then broke `agents`). Raises
+        CorruptRecord at the first problem, naming its file and byte offset; returns the
+        store's counts, and how many transcripts (`agents`) it read."""
         report = self.store.check()
         self.verify_views()
         load_draft(self.store.path)
+        transcripts = Transcripts(self.store.path, writer=False)
+        names = transcripts.names()
+        for name in names:
+            transcripts.records(name)  # reads and checks every record of it (R2, P3)
+        report["agents"] = len(names)
         return report
 
     def close(self) -> None:

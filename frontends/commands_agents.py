@@ -17,6 +17,7 @@ import socket
 from pathlib import Path
 
 from everchat.frontends.commands import EXIT_OK, CommandError
+from everchat.frontends.edge import say
 from everchat.frontends.safe_text import printable
 
 __all__ = ["run_agents", "folder_agents", "live_agents"]
@@ -24,14 +25,19 @@ __all__ = ["run_agents", "folder_agents", "live_agents"]
 
 def folder_agents(chat: Path) -> list[dict]:
     """The rows from the transcripts alone: `{name, state, task, position}`."""
-    from everchat.actors.agents import AgentBook
-    from everchat.actors.store import StoreError, Transcripts
+    from everchat.actors.agents import AgentBook, unreadable
+    from everchat.actors.store import CorruptRecord, StoreError, Transcripts
 
     transcripts = Transcripts(chat, writer=False)
     book = AgentBook()
     try:
         for name in transcripts.names():
-            book.restore(name, [record.to_dict() for record in transcripts.records(name)])
+            try:
+                records = transcripts.records(name)
+            except CorruptRecord as error:  # P8: one line, and the other agents are listed
+                say(f"everchat: warning: {unreadable(name, str(error))}")
+                continue
+            book.restore(name, [record.to_dict() for record in records])
     except StoreError as error:
         raise CommandError(str(error)) from None
     rows = book.rows()

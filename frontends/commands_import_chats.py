@@ -12,18 +12,27 @@ README's "Past chats"). Secrets are redacted before anything is logged
 (actors/redact.py). Tool calls and results only with `--with-tools`; thinking never
 (R6).
 
-Before a real import the command shows what it found (conversations, messages, bytes,
-and an estimate of the summary calls and tokens they cost) and asks; `--yes` skips the
-question, `--dry-run` stops after the preview and writes nothing. Then it logs through
-the chat's actors exactly as `import` does (`import_summarized`: batches, the pool
-summarizing as it goes so the view stays within its budget, the progress bar with an
-ETA, Ctrl-C keeping what is logged, attached to a running server when there is one).
+Every file is read once, as a stream (chat_sources/_stream.py): what cannot be read (a
+conversation that is no conversation, unreadable lines of a session log, a file or ZIP
+member that holds no chat) is skipped and said in one line each, and the rest imported
+(P12). Before a real import the command shows what it found (conversations, messages,
+bytes, messages cut at about 2 MB, and an estimate of the summary calls and tokens they
+cost) and asks; `--yes` skips the question, `--dry-run` stops after the preview and
+writes nothing. Then it logs through the chat's actors exactly as `import` does
+(`import_summarized`: batches, the pool summarizing as it goes so the view stays within
+its budget, the progress bar with an ETA, Ctrl-C keeping what is logged, attached to a
+running server when there is one), or, with `--log-only`, straight into the store as its
+writer (`import_log_only`: no model call, the summaries left to the next run or
+`everchat compact`; attached to a running server, that server summarizes as it logs).
 
 Importing again brings only what is newer: every record's key is its source id
-(`chat:<source>:<conversation>:<message>`), and before planning the command reads the
-keys of every record of the chat, so neither a rerun nor a resume after a crash or
-`kill -9` logs a message twice, however far back it was logged (the store's own key
-horizon covers only the latest keys).
+(`chat:<source>:<conversation>:<message>`, chat_sources/_plan.py), and before planning
+the command asks the chat's key index which of the import's keys were ever logged
+(`ChatStore.logged_keys`: 32 bytes a keyed message, no record read; performance review
+P3), so neither a rerun nor a resume after a crash or `kill -9` logs a message twice,
+however far back it was logged (the store's own key horizon covers only the latest keys).
+The plan made for the preview is the one logged, unless the chat's keys changed
+meanwhile (it is made again then).
 """
 
 from __future__ import annotations
@@ -58,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only messages from this date on (YYYY-MM-DD, or an ISO date and time)")
     parser.add_argument("--with-tools", action="store_true",
                         help="also the other app's tool calls and their results (as notes)")
+    parser.add_argument("--log-only", action="store_true",
+                        help="only log (fast, no model calls): the summaries are built when the chat next runs, or by "
+                             "`everchat compact`")
 
 
 def parse_since(text: str | None) -> datetime | None:
@@ -81,6 +93,7 @@ class Estimate:
     records: int = 0  # messages once R8 cut the long ones
     bytes: int = 0
     images: int = 0
+    cut: int = 0  # messages over CUT_CHARS, cut there
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -90,6 +103,11 @@ class Estimate:
                for app, (c, m) in self.apps.items()]
         images = f", {self.images} image{'s' * (self.images != 1)}" if self.images else ""
         out.append(f"  {self.records} records, {self.bytes:,} bytes{images}")
+        if self.cut:
+            from everchat.actors.chat_sources import CUT_CHARS
+
+            out.append(f"  {self.cut} message{'s' * (self.cut != 1)} over {CUT_CHARS:,} characters (about 2 MB): "
+                       "cut there, the rest not imported")
         out.append(f"  summaries: up to about {self.calls:,} model calls, about {self.input_tokens:,} input and "
                    f"{self.output_tokens:,} output tokens")
         return out
@@ -112,6 +130,7 @@ def estimate(plans: list[tuple[str, list]]) -> Estimate:
             out.records += parts
             out.bytes += size
             out.images += len(item.images)
+            out.cut += item.cut > 0
             line = len(item.kind.encode()) + 2 + size  # "kind: text" (R11)
             leaves_to_build += parts if line > NODE_BYTES else 0
     out.calls = leaves_to_build + max(0, out.records - 1)
@@ -120,31 +139,58 @@ def estimate(plans: list[tuple[str, list]]) -> Estimate:
     return out
 
 
-def _known_keys(store) -> list[str | None]:
-    return [store.message(i).key for i in range(store.message_count)]
+_LOOK_BACK = 256  # messages read back from the end for the last imported one
 
 
-def _known_before(data_dir: Path) -> tuple[set[str], str | None, int]:
-    """The source ids already in the chat, the last, and how many records hold one
-    (read-only: never takes the lock, R5)."""
-    from everchat.actors.chat_sources import KEY_PREFIX, imported_ids
+def _last_imported(store) -> str | None:
+    """The naming-note key of the conversation of the log's last imported record (among
+    its latest messages), or None: a run interrupted inside a conversation goes on in it
+    without a second naming note."""
+    from everchat.actors.chat_sources import KEY_PREFIX, head_key
+
+    last = store.message_count - 1
+    for i in range(last, max(-1, last - _LOOK_BACK), -1):
+        record = store.message(i)
+        if record.key and record.key.startswith(KEY_PREFIX):
+            meta = record.meta or {}
+            if isinstance(meta.get("chat"), str) and isinstance(meta.get("conversation"), str):
+                return head_key(meta["chat"], meta["conversation"])
+            return record.key
+    return None
+
+
+def _known_in(store, conversations: list) -> tuple[set[str], str | None, int]:
+    """The import's source ids the chat holds (from its key index, P3), the last imported
+    conversation, and how many of the import's records were logged before."""
+    from everchat.actors.chat_sources import candidate_keys, known_count, remember
+
+    known: set[str] = set()
+    for key in store.logged_keys(key for conv in conversations for key in candidate_keys(conv)):
+        remember(known, key)
+    return known, _last_imported(store), sum(known_count(conv, known) for conv in conversations)
+
+
+def _known_before(data_dir: Path, conversations: list) -> tuple[set[str], str | None, int]:
+    """`_known_in` the chat in `data_dir`, read-only (never takes the lock, R5)."""
     from everchat.actors.store import ChatStore, NotAChat, StoreError
 
     if not data_dir.exists():
         return set(), None, 0
     try:
         with ChatStore.open(data_dir, writer=False, quiet=True) as store:
-            keys = _known_keys(store)
+            return _known_in(store, conversations)
     except NotAChat:
         return set(), None, 0
     except StoreError as error:
         raise UsageError(f"cannot read the chat in {data_dir}: {error}") from None
-    known, last = imported_ids(keys)
-    return known, last, len({key for key in keys if key and key.startswith(KEY_PREFIX)})
+
+
+_SAID = 20  # skipped files and notes said one line each, per path; the rest counted
 
 
 def _read(paths: list[Path]) -> tuple[list, list[str]]:
-    """Every conversation of `paths`, oldest first, and what was read where."""
+    """Every conversation of `paths`, oldest first, and what was read where (what was
+    skipped, one line each, P12)."""
     from everchat.actors.chat_sources import SourceError, read_path
     from everchat.actors.redact import redact
 
@@ -154,10 +200,16 @@ def _read(paths: list[Path]) -> tuple[list, list[str]]:
             found = read_path(path.expanduser())
         except SourceError as error:
             raise UsageError(redact(f"{error}")) from None  # a file name can hold a key (P6)
+        lines = []
         for one in found:
             conversations.extend(one.conversations)
             if one.skipped:
-                said.append(redact(f"skipped {one.skipped}"))  # Claude Code's folder names are its cwd
+                lines.append(f"skipped {one.skipped}")
+            lines += [f"{one.origin}: skipped {note}" for note in one.notes]
+        # Claude Code's folder names are its cwd, so what was skipped is redacted too (P6)
+        said += [redact(line) for line in lines[:_SAID]]
+        if len(lines) > _SAID:
+            said.append(redact(f"... and {len(lines) - _SAID} more skipped in {path}"))
         count = sum(len(one.conversations) for one in found)
         said.append(redact(f"{path}: {count} conversation{'s' * (count != 1)} in {len(found)} "
                            f"file{'s' * (len(found) != 1)}"))
@@ -212,8 +264,9 @@ def _confirmed(what: str) -> bool:
 
 
 def run_import_chats(args: argparse.Namespace) -> int:
+    from everchat.actors.attach import server_info
     from everchat.actors.chat_sources import default_paths
-    from everchat.frontends.commands_import import Count, import_summarized
+    from everchat.frontends.commands_import import Count, import_log_only, import_summarized
 
     args.since_moment = parse_since(args.since)
     paths = list(args.paths) or default_paths()
@@ -221,11 +274,11 @@ def run_import_chats(args: argparse.Namespace) -> int:
         raise UsageError("no path given, and this computer has no Claude Code (~/.claude/projects) or Codex "
                          "(~/.codex/sessions) logs; give a ChatGPT or Claude export, or a log folder")
     conversations, said = _read(paths)
-    known, last, logged = _known_before(args.data_dir)
+    known, last, logged = _known_before(args.data_dir, conversations)
     plans = _plans(conversations, known, last, args)
     figures = estimate(plans)
     for line in said:
-        print(line)
+        print(printable(line))
     if not plans:
         print(f"nothing new to import ({logged} messages imported before)")
         return EXIT_OK
@@ -246,11 +299,13 @@ def run_import_chats(args: argparse.Namespace) -> int:
     count = Count("messages")
 
     def plan(store):
-        """Planned again from the chat's own keys, now that the session holds it."""
-        from everchat.actors.chat_sources import imported_ids
-
-        known_now, last_now = imported_ids(_known_keys(store))
-        return _as_items(_plans(conversations, known_now, last_now, args))
+        """The preview's plan, or planned again from the chat's own keys when they changed
+        since (the session holds the chat now: nothing else logs meanwhile)."""
+        known_now, last_now, _ = _known_in(store, conversations)
+        same = known_now == known and last_now == last
+        return _as_items(plans if same else _plans(conversations, known_now, last_now, args))
 
     what = f"{len(plans)} conversation{'s' * (len(plans) != 1)}"
+    if getattr(args, "log_only", False) and server_info(args.data_dir) is None:
+        return import_log_only(args, "importing chats", figures.bytes, plan, count, lambda: count.said(what))
     return import_summarized(args, "importing chats", figures.bytes, plan, count, lambda: count.said(what))

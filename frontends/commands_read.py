@@ -74,9 +74,9 @@ class _StoreReader:
 def _transcript(chat, agent: str, page: int) -> str:
     """R35: zoom("Name") with the model's own tool code, so the words are the same; the
     transcript (`agents/NAME/`) is read read-only (R5)."""
-    from everchat.actors.agents import no_agent, page_text
+    from everchat.actors.agents import no_agent, page_text, unreadable
     from everchat.actors.memory_tools import MemoryTools, ZoomError
-    from everchat.actors.store import BadInput, NoTranscript, Transcripts
+    from everchat.actors.store import BadInput, CorruptRecord, NoTranscript, Transcripts
 
     transcripts = Transcripts(chat.store.path, writer=False)
 
@@ -87,6 +87,8 @@ def _transcript(chat, agent: str, page: int) -> str:
             raise ZoomError(no_agent(name)) from None
         except BadInput as error:
             raise ZoomError(str(error)) from None
+        except CorruptRecord as error:  # P8: said as the model's zoom says it
+            raise ZoomError(unreadable(name, str(error))) from None
         return page_text(name, text, number, pages)
 
     return MemoryTools(_StoreReader(chat.store), agents=read).transcript(agent, page)

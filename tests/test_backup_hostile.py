@@ -125,7 +125,7 @@ def test_a_goal_json_in_a_version_1_backup_is_refused_and_version_3_is_not_read(
 
 
 def test_a_symlink_member_is_refused(tmp_path, backup):
-    link = zipfile.ZipInfo("config/link")
+    link = zipfile.ZipInfo("config/devices.json")  # a name a backup holds, as a symlink
     link.external_attr = (stat.S_IFLNK | 0o777) << 16
     members = honest_rest(backup) + [(link, b"/etc/passwd")]
     listed = [(m.filename if isinstance(m, zipfile.ZipInfo) else m, d) for m, d in members]
@@ -143,9 +143,9 @@ def test_a_name_held_twice_is_refused(tmp_path, backup):
 
 def test_a_member_the_manifest_does_not_list_is_refused(tmp_path, backup):
     rest = honest_rest(backup)
-    zip_path = write_zip(tmp_path / "extra.zip", rest + [("config/extra.toml", b"x = 1\n")],
+    zip_path = write_zip(tmp_path / "extra.zip", rest + [("config/ports.json", b"{}\n")],
                          manifest=manifest_of(rest, **figures_of(backup)))
-    assert_refused(tmp_path, zip_path, "config/extra.toml, which the manifest does not list")
+    assert_refused(tmp_path, zip_path, "config/ports.json, which the manifest does not list")
 
 
 def test_a_listed_member_missing_from_the_zip_is_refused(tmp_path, backup):
@@ -232,3 +232,45 @@ def test_a_file_that_is_not_a_zip_is_refused(tmp_path):
     fake = tmp_path / "fake.zip"
     fake.write_bytes(b"PK\x03\x04 not really")
     assert_refused(tmp_path, fake, "not a readable ZIP")
+
+
+# -- P8: only what a backup of that kind holds ---------------------------------------------
+
+ATTACKER_KEY = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"  # a z85 CURVE public key of the attacker's
+
+
+def test_p8_a_key_planted_in_a_backup_made_without_keys_is_refused(tmp_path, backup):
+    """The attacker's move: an honest backup without --with-keys, plus their CURVE key in
+    config/keys/authorized_keys (which the next `serve --tcp` would authorize) and a
+    devices book naming it, the manifest re-summed to match. Refused, nothing written;
+    the same members in a backup that says with_keys restore."""
+    assert json.loads(dict(backup)[MANIFEST_NAME])["with_keys"] is False
+    planted = [("config/keys/authorized_keys", f"{ATTACKER_KEY} device.laptop\n".encode()),
+               ("config/devices.json", json.dumps({"version": 1, "devices": {"laptop": {
+                   "key": ATTACKER_KEY, "enrolled": 1.7e9}}, "removed": {}, "secrets": []}).encode())]
+    members = honest_rest(backup) + planted
+    zip_path = write_zip(tmp_path / "keys.zip", members, manifest=manifest_of(members, 2, **figures_of(backup)))
+    assert_refused(tmp_path, zip_path, "holds config/keys/authorized_keys, which a backup made without --with-keys "
+                                       "never holds")
+    keyed = {**figures_of(backup), "with_keys": True}
+    zip_path = write_zip(tmp_path / "keyed.zip", members, manifest=manifest_of(members, 2, **keyed))
+    restore(zip_path, tmp_path / "keyed")
+    assert ATTACKER_KEY in (tmp_path / "keyed" / "config" / "keys" / "authorized_keys").read_text()
+
+
+@pytest.mark.parametrize("name", ["config/keys/supervisor.key", "config/settings.toml", "config/keys/x/y.key",
+                                  "agents/evil/notes.txt", "agents/1evil/transcript.jsonl",
+                                  "agents/evil/deeper/transcript.jsonl", "agents/transcript.jsonl"])
+def test_p8_files_a_backup_never_writes_under_config_or_agents_are_refused(tmp_path, backup, name):
+    members = honest_rest(backup) + [(name, b"{}\n")]
+    zip_path = write_zip(tmp_path / "plant.zip", members, manifest=manifest_of(members, 2, **figures_of(backup)))
+    assert_refused(tmp_path, zip_path, f"holds {name}, which ")
+
+
+def test_p8_a_garbage_agent_transcript_fails_the_restores_check(tmp_path, backup):
+    """R38: the restore runs `check`, which reads every transcript; a garbage one (it
+    passed before, then broke `everchat agents`) is refused with its file and byte."""
+    members = honest_rest(backup) + [("agents/evil/transcript.jsonl", b'{"not": "a transcript"}\n')]
+    zip_path = write_zip(tmp_path / "evil.zip", members, manifest=manifest_of(members, 2, **figures_of(backup)))
+    assert_refused(tmp_path, zip_path, "fails its check: agents/evil/transcript.jsonl: byte 0: not a version 1 "
+                                       "transcript header")

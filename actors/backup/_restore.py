@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -22,9 +23,11 @@ from everchat.actors.store import CVIEW_NAME, VIEW_NAME, CorruptRecord, StoreErr
 from everchat.actors.store._files import fsync_dir
 
 from ._common import (BACKUP_FORMAT, BACKUP_VERSION, CHUNK, HEX64, MANIFEST_LIMIT, MANIFEST_NAME, READ_VERSIONS,
-                      RestoreRefused)
+                      RestoreRefused, backup_name, is_key_file, remove_stale)
 
 __all__ = ["restore", "read_manifest"]
+
+log = logging.getLogger("everchat.backup")
 
 
 def _safe_name(name: str) -> bool:
@@ -33,20 +36,6 @@ def _safe_name(name: str) -> bool:
     if not name or name.startswith("/") or "\\" in name or "\0" in name or re.match(r"^[A-Za-z]:", name):
         return False
     return all(part not in ("", ".", "..") for part in name.split("/"))
-
-
-_DAY_FILE = re.compile(r"(main|tree)/\d{4}-\d{2}-\d{2}\.jsonl")
-_ASSET = re.compile(r"assets/[0-9a-f]{64}")
-_TOP_FILES = frozenset({"chat.json", "repairs.json", VIEW_NAME, CVIEW_NAME, "usage.json", GOAL_NAME})
-
-
-def _backup_name(name: str) -> bool:
-    """A name `snapshot` writes: a day file, an image, an agent's or a config file, or one
-    of the chat's own top files. Never a lock, `run/`, `index/`, `draft.json` or
-    `damaged/`: a ZIP that plants one (a draft the next writer would log as a reply, a run
-    file naming another process) is refused, whatever its sums say."""
-    return (name in _TOP_FILES or bool(_DAY_FILE.fullmatch(name)) or bool(_ASSET.fullmatch(name))
-            or name.startswith(("agents/", "config/")))
 
 
 def _bounded_read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, declared: int) -> Iterator[bytes]:
@@ -78,7 +67,7 @@ def read_manifest(zf: zipfile.ZipFile) -> dict:
     for info in infos:
         if not _safe_name(info.filename):
             raise RestoreRefused(f"the ZIP holds a member named {info.filename!r}, outside the chat folder")
-        if info.filename != MANIFEST_NAME and not _backup_name(info.filename):
+        if info.filename != MANIFEST_NAME and not backup_name(info.filename, with_keys=True):
             raise RestoreRefused(f"the ZIP holds {info.filename}, which is no part of a backup")
         if info.flag_bits & 0x1:
             raise RestoreRefused(f"the ZIP's member {info.filename} is encrypted; a backup never is")
@@ -109,6 +98,15 @@ def read_manifest(zf: zipfile.ZipFile) -> dict:
                              f"versions {READ_VERSIONS[0]} to {BACKUP_VERSION}")
     if manifest["version"] < 2 and GOAL_NAME in names:
         raise RestoreRefused(f"the ZIP holds {GOAL_NAME}, which is no part of a version 1 backup")
+    with_keys = manifest.get("with_keys", False)
+    if type(with_keys) is not bool:
+        raise RestoreRefused(f"{MANIFEST_NAME} says with_keys {with_keys!r}, not true or false")
+    for name in names:  # P8: only what a backup of this kind writes
+        if name != MANIFEST_NAME and not with_keys and is_key_file(name):
+            raise RestoreRefused(f"the ZIP holds {name}, which a backup made without --with-keys never holds "
+                                 "(a planted key would be authorized)")
+        if name != MANIFEST_NAME and not backup_name(name, with_keys=with_keys, version=manifest["version"]):
+            raise RestoreRefused(f"the ZIP holds {name}, which is no part of a backup")
     listed: dict[str, tuple[int, str]] = {}
     for entry in files:
         try:
@@ -222,9 +220,11 @@ def restore(zip_path: str | os.PathLike, target: str | os.PathLike, *, limit: in
         if total > room:
             raise RestoreRefused(f"the backup inflates to {total:,} bytes; only {room:,} may be written there")
         made = _make_parents(target.parent)
+        for stale in remove_stale(target.parent, f".{target.name}.restore-", folders=True):
+            log.warning("removed %s, the copy a killed restore left (P11)", stale)
         tmp = None
         try:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.restore-", dir=target.parent))
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.restore-{os.getpid()}-", dir=target.parent))
             _extract(zf, manifest, tmp)
             fsync_dir(tmp)
             report = _check_restored(tmp, manifest)

@@ -19,24 +19,41 @@ from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecor
 from everchat.actors.store._files import fsync_dir, read_small
 from everchat.actors.view_check import check_view_shape
 
-from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError
+from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError, backup_name, remove_stale
 
 __all__ = ["snapshot"]
 
 log = logging.getLogger("everchat.backup")
 
 _VIEW_TRIES = 100
+_PAIR_SECONDS = 2.0  # how long a view whose compaction view lags is read again
+_PAIR_PAUSE = 0.01
+
+
+def _t_of(data: bytes | None) -> object:
+    try:
+        return json.loads(data).get("t") if data is not None else None
+    except (ValueError, AttributeError):
+        return None  # not a view: `_json` and `check_view_shape` say why, later
 
 
 def _views_at_one_moment(chat: Path) -> tuple[bytes | None, bytes | None]:
     """`view.json` and `compaction-view.json` as one save left them: the compaction view
     is read between two reads of the view that agree (each file is replaced atomically,
-    R4, the view first)."""
+    R4, the view first). A compaction view of another t than the view's is the writer
+    between its two renames: both are read again until they match, so the backup holds
+    the compaction view of its own cut. A crash between the renames leaves them so for
+    good; after `_PAIR_SECONDS` they are taken as they are, and the restored chat refits
+    the compaction view from the view, as the original does (R24)."""
+    deadline = time.monotonic() + _PAIR_SECONDS
     for _ in range(_VIEW_TRIES):
         first = read_small(chat / VIEW_NAME)
         cview = read_small(chat / CVIEW_NAME)
-        if read_small(chat / VIEW_NAME) == first:
+        if read_small(chat / VIEW_NAME) != first:
+            continue
+        if first is None or cview is None or _t_of(first) == _t_of(cview) or time.monotonic() >= deadline:
             return first, cview
+        time.sleep(_PAIR_PAUSE)
     raise BackupError(f"{chat / VIEW_NAME} changed at each of {_VIEW_TRIES} reads; try again")
 
 
@@ -82,6 +99,26 @@ def _cut_of(store: ChatStore, view: dict | None) -> tuple[int, int, dict | None]
         raise BackupError(f"{where} disagrees with the view refolded from the merge records (R24): "
                           "run `everchat check`, then `everchat repair`")
     return t, k, refolded
+
+
+def _whole_or_saved(chat: Path, store: ChatStore, view_data: bytes | None, t: int, k: int):
+    """(messages, merge records, the cut) the backup holds (issue 20).
+
+    The whole log as this open found it, when no view was saved while the cut was taken
+    (`view.json` still holds the bytes read first): the chat is at rest, or a crash left
+    messages or merge records after its saved view. The backup then holds what the folder
+    holds, with the view as saved, and the restored chat recovers (R24: records after the
+    view folded into it, messages after them planned) exactly as the original does, so
+    both show the same view. Had the cut stopped at the saved view, those records would be
+    lost to the backup and its view would be an older one.
+
+    A view saved meanwhile means the chat runs, and its planner may have built nodes of
+    messages it planned after the view read first: the cut is then that first view, T
+    messages and the K merge records it folds, which a planner saved as one state."""
+    cut = store.cut(store.message_count, store.merge_count)  # measures tree/ now: nothing later goes in
+    if read_small(chat / VIEW_NAME) == view_data:
+        return store.message_count, store.merge_count, cut
+    return t, k, store.cut(t, k)
 
 
 class _Writer:
@@ -268,14 +305,17 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
     # after the cut was chosen. They may still be a little newer than the cut: an agent's
     # report logged to main/ but not yet planned is past the cut (R38: the agents' recovery
     # must find its report in main/ by its key, not trust its transcript alone).
-    agents = [(path, _complete_lines(path, path.stat().st_size)) for path in _regular_files(chat / "agents")]
+    agents = [(path, _complete_lines(path, path.stat().st_size)) for path in _regular_files(chat / "agents")
+              if backup_name(path.relative_to(chat).as_posix(), with_keys=with_keys)]
     view_data, cview_data = _views_at_one_moment(chat)
     store = ChatStore.open(chat, writer=False, quiet=True)
     try:
         view = _json(view_data, chat / VIEW_NAME) if view_data is not None else None
-        messages, merges, refolded = _cut_of(store, view)
-        cut = store.cut(messages, merges)
+        view_messages, view_merges, refolded = _cut_of(store, view)
+        messages, merges, cut = _whole_or_saved(chat, store, view_data, view_messages, view_merges)
         log_messages = store.message_count
+        for stale in remove_stale(zip_path.parent, f".{zip_path.name}.tmp.", folders=False):
+            log.warning("removed %s, a half-written ZIP a killed backup left (P11)", stale)
         tmp = zip_path.with_name(f".{zip_path.name}.tmp.{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -291,7 +331,7 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
                 if refolded is not None:
                     out.add(VIEW_NAME, [view_bytes(VIEW_NAME, refolded)])
                     cview = _json(cview_data, chat / CVIEW_NAME) if cview_data is not None else None
-                    if cview is not None and cview.get("t") == messages:
+                    if cview is not None and cview.get("t") == view_messages:
                         out.add(CVIEW_NAME, [cview_data])
                 for digest in sorted(cut.images):
                     out.add(f"assets/{digest}", _asset_chunks(chat, digest))
@@ -306,13 +346,13 @@ def snapshot(chat: str | os.PathLike, zip_path: str | os.PathLike, *, with_keys:
                 if goal is not None:
                     out.add(GOAL_NAME, [goal[0]])
                 for path in _regular_files(chat / "config"):
-                    rel = path.relative_to(chat)
-                    if rel.parts[1] == "keys" and not with_keys:
-                        continue
-                    out.add(rel.as_posix(), _file_chunks(path))
+                    rel = path.relative_to(chat).as_posix()
+                    if backup_name(rel, with_keys=with_keys):  # P8: what a restore of this kind accepts
+                        out.add(rel, _file_chunks(path))
                 manifest = {"format": BACKUP_FORMAT, "version": BACKUP_VERSION,
                             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                             "messages": messages, "merges": merges, "nodes": cut.nodes,
+                            "view": {"messages": view_messages, "merges": view_merges},
                             "assets": len(cut.images), "log_messages": log_messages,
                             "with_keys": with_keys, "goal": goal[1] if goal else None, "files": out.files}
                 out.add(MANIFEST_NAME, [json.dumps(manifest, indent=1).encode() + b"\n"])

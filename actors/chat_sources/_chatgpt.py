@@ -7,19 +7,24 @@ through `parent` to the root, then reversed. A message has `author.role` (system
 assistant, tool), `create_time` (seconds since the epoch, a float, sometimes null),
 `content.content_type` with `parts` (text, multimodal_text) or `text` (code,
 execution_output; an image part names its file in the export, `file-service://file-…` or
-`sediment://file_…`, which the ZIP reader finds), `recipient` (not "all" when the assistant calls a tool) and
-`metadata.is_visually_hidden_from_conversation` for the system's hidden context.
+`sediment://file_…`, which the ZIP reader finds), `recipient` (not "all" when the assistant calls a tool), and the marks of what the app
+sent but never showed as said: `metadata.is_visually_hidden_from_conversation` (hidden
+context, under any role), `metadata.is_user_system_message` (the custom instructions,
+as a `user` message), content types `user_editable_context` and `model_editable_context`,
+and the `system` role; none of these is read.
 Reasoning (`thoughts`, `reasoning_recap`) is never read (R6).
 """
 
 from __future__ import annotations
 
-import json
+import io
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ._stream import json_list
 from ._types import ChatMessage, Conversation, SourceError, ident, obj, seq, when
 
-__all__ = ["parse_chatgpt", "looks_like_chatgpt"]
+__all__ = ["parse_chatgpt", "chatgpt_conversations", "looks_like_chatgpt"]
 
 _THINKING = frozenset({"thoughts", "reasoning_recap"})
 _SKIPPED = frozenset({"user_editable_context", "model_editable_context", "system_error"})
@@ -57,8 +62,8 @@ def _message(node_id: str, message: dict) -> ChatMessage | None:
     metadata = obj(message.get("metadata"))
     if role == "system" or kind in _THINKING or kind in _SKIPPED:
         return None
-    if metadata.get("is_visually_hidden_from_conversation"):
-        return None
+    if metadata.get("is_visually_hidden_from_conversation") or metadata.get("is_user_system_message"):
+        return None  # context the app sent, never shown as said (custom instructions, memory)
     pointers: list[str] = []
     if "parts" in content:
         text = _parts(content.get("parts"), pointers)
@@ -118,13 +123,24 @@ def _conversation(raw: dict, n: int) -> Conversation:
     return Conversation("chatgpt", conversation_id, title.strip(), date, tuple(messages))
 
 
-def parse_chatgpt(data: bytes) -> list[Conversation]:
+def chatgpt_conversations(raws: Iterable[Any], skipped: list[str]) -> Iterator[Conversation]:
+    """Each conversation of the export's list, in order, each only its kept branch; one
+    that cannot be read (not an object, or no message tree) is left out, and `skipped`
+    gets one line saying which and why (P12: it refused the whole export)."""
+    for n, raw in enumerate(raws):
+        if not isinstance(raw, dict):
+            skipped.append(f"item {n} is not a conversation (a JSON {type(raw).__name__})")
+            continue
+        try:
+            yield _conversation(raw, n)
+        except SourceError as error:
+            title = raw.get("title") if isinstance(raw.get("title"), str) else ""
+            skipped.append(f"{error}{f' ({title[:60]!r})' if title else ''}")
+
+
+def parse_chatgpt(data: bytes, skipped: list[str] | None = None) -> list[Conversation]:
     """ChatGPT's `conversations.json` -> its conversations, each only its kept branch
-    (`current_node`'s path), without system messages, hidden context or reasoning."""
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        raise SourceError(f"not JSON: {error}") from None
-    if not isinstance(raw, list):
-        raise SourceError("not a ChatGPT export: conversations.json holds a list of conversations")
-    return [_conversation(c, n) for n, c in enumerate(raw) if isinstance(c, dict)]
+    (`current_node`'s path), without system messages, hidden context or reasoning; those
+    that cannot be read are said in `skipped`."""
+    return list(chatgpt_conversations(json_list(io.BytesIO(data), "conversations.json"),
+                                      [] if skipped is None else skipped))

@@ -11,12 +11,14 @@ messages in block order: the first keeps the message's uuid, the others `uuid#k`
 
 from __future__ import annotations
 
-import json
+import io
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._types import ChatMessage, Conversation, SourceError, block_text, ident, obj, seq, tool_input, when
+from ._stream import json_list
+from ._types import ChatMessage, Conversation, block_text, ident, obj, seq, tool_input, when
 
-__all__ = ["parse_claude", "looks_like_claude"]
+__all__ = ["parse_claude", "claude_conversations", "looks_like_claude"]
 
 
 def looks_like_claude(data: Any) -> bool:
@@ -76,12 +78,16 @@ def _conversation(raw: dict, n: int) -> Conversation:
     return Conversation("claude", ident(raw.get("uuid")) or f"#{n}", title, date, tuple(messages))
 
 
-def parse_claude(data: bytes) -> list[Conversation]:
+def claude_conversations(raws: Iterable[Any], skipped: list[str]) -> Iterator[Conversation]:
+    """Each conversation of the export's list, in order, without thinking blocks; an item
+    that is not an object is left out and said in `skipped`."""
+    for n, raw in enumerate(raws):
+        if isinstance(raw, dict):
+            yield _conversation(raw, n)
+        else:
+            skipped.append(f"item {n} is not a conversation (a JSON {type(raw).__name__})")
+
+
+def parse_claude(data: bytes, skipped: list[str] | None = None) -> list[Conversation]:
     """Claude's `conversations.json` -> its conversations, without thinking blocks."""
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        raise SourceError(f"not JSON: {error}") from None
-    if not isinstance(raw, list):
-        raise SourceError("not a Claude export: conversations.json holds a list of conversations")
-    return [_conversation(c, n) for n, c in enumerate(raw) if isinstance(c, dict)]
+    return list(claude_conversations(json_list(io.BytesIO(data), "conversations.json"), [] if skipped is None else skipped))

@@ -7,7 +7,10 @@ not read), `isMeta` (the app's own context: not read) and `message` with `conten
 string or blocks: `text`, `thinking` (never read, R6), `tool_use` (`id`, `name`,
 `input`), `tool_result` (`tool_use_id`, `content`), `image`. A rewound session
 branches, so only the kept branch is read: from the last message up through
-`parentUuid` (and across a compaction's `logicalParentUuid`). `summary` lines
+`parentUuid`, and across a compaction: its `system` line (`subtype` `compact_boundary`)
+has no `parentUuid` but a `logicalParentUuid`, the last message before it, so what came
+before the compaction is kept. The summary Claude Code writes after it, a `user` line
+with `isCompactSummary`, is the app's, not the person's words: not read. `summary` lines
 (`summary`, `leafUuid`) give the session its title.
 
 A torn last line (a session being written) and other unreadable lines are skipped.
@@ -18,14 +21,15 @@ from __future__ import annotations
 from ._jsonl import json_lines, title_of
 from ._types import ChatMessage, Conversation, base64_image, block_text, ident, obj, seq, tool_input, when
 
-__all__ = ["parse_claude_code", "looks_like_claude_code"]
+__all__ = ["parse_claude_code", "claude_code_conversations", "looks_like_claude_code"]
 
 _NOT_SAID = ("<local-command-", "<command-name>", "<command-message>", "<command-args>", "[Request interrupted",
              "Caveat: The messages below were generated")
 
 
-def looks_like_claude_code(data: bytes) -> bool:
-    for _, obj in json_lines(data[:1 << 20]):
+def looks_like_claude_code(objects: list[dict]) -> bool:
+    """Whether a session log's objects (in order) are Claude Code's."""
+    for obj in objects:
         if "payload" in obj:
             return False
         if "sessionId" in obj or obj.get("type") == "summary":
@@ -93,9 +97,13 @@ def _claude_code_messages(entry: dict, tools: dict[str, str]) -> list[ChatMessag
 
 def parse_claude_code(data: bytes, name: str = "") -> list[Conversation]:
     """One Claude Code session log -> one conversation (none when it holds no message)."""
-    entries = [obj for _, obj in json_lines(data)]
+    return claude_code_conversations([obj for _, obj in json_lines(data)], name)
+
+
+def claude_code_conversations(entries: list[dict], name: str = "") -> list[Conversation]:
+    """A Claude Code session log's objects, in order -> its conversation (or none)."""
     summaries = {ident(e.get("leafUuid")): e.get("summary") for e in entries if e.get("type") == "summary"}
-    branch = [e for e in _kept_branch(entries) if not e.get("isMeta")]
+    branch = [e for e in _kept_branch(entries) if not e.get("isMeta") and not e.get("isCompactSummary")]
     tools: dict[str, str] = {}
     messages = [m for e in branch for m in _claude_code_messages(e, tools)]
     if not messages:

@@ -19,16 +19,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._jsonl import first_line, json_lines, title_of
+from ._jsonl import json_lines, title_of
 from ._types import ChatMessage, Conversation, base64_image, block_text, ident, obj, seq, tool_input, when
 
-__all__ = ["parse_codex", "looks_like_codex"]
+__all__ = ["parse_codex", "codex_conversations", "looks_like_codex"]
 
 _CODEX_CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<INSTRUCTIONS>")
 
 
-def looks_like_codex(data: bytes) -> bool:
-    first = first_line(data)
+def looks_like_codex(first: dict | None) -> bool:
+    """Whether a session log whose first object is `first` is a Codex rollout."""
     return bool(first) and ("payload" in first or ("instructions" in first and "id" in first))
 
 
@@ -64,10 +64,15 @@ def _codex_output(output: Any) -> str:
 
 def parse_codex(data: bytes, name: str = "") -> list[Conversation]:
     """One Codex rollout -> one conversation (none when it holds no message)."""
+    return codex_conversations(list(json_lines(data)), name)
+
+
+def codex_conversations(numbered: list[tuple[int, dict]], name: str = "") -> list[Conversation]:
+    """A Codex rollout's objects with their line numbers -> its conversation (or none)."""
     meta: dict = {}
     calls: dict[str, str] = {}
     messages: list[ChatMessage] = []
-    for n, line in json_lines(data):
+    for n, line in numbered:
         payload = line.get("payload") if "payload" in line else line
         if not isinstance(payload, dict):
             continue

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ._types import ChatMessage
 
-__all__ = ["json_lines", "first_line", "title_of"]
+__all__ = ["json_lines", "read_lines", "title_of"]
 
 _TITLE_CHARS = 60
 
@@ -24,8 +24,23 @@ def json_lines(data: bytes) -> Iterator[tuple[int, dict]]:
             yield n, obj
 
 
-def first_line(data: bytes) -> dict | None:
-    return next((obj for _, obj in json_lines(data[:1 << 20])), None)
+def read_lines(lines: Iterable[bytes]) -> tuple[list[tuple[int, dict]], int]:
+    """(line number from 1, object) of each line of `lines` holding a JSON object, and how
+    many lines before the last could not be read (P12: said, not dropped without a word;
+    a torn last line is a session being written, skipped as ever). A blank line is none."""
+    out: list[tuple[int, dict]] = []
+    bad: list[int] = []
+    n = 0
+    for n, line in enumerate(lines, 1):
+        try:
+            value = json.loads(line)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            if line.strip():
+                bad.append(n)
+            continue
+        if isinstance(value, dict):
+            out.append((n, value))
+    return out, len(bad) - (1 if bad and bad[-1] == n else 0)
 
 
 def title_of(messages: list[ChatMessage]) -> str:

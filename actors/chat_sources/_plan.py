@@ -19,13 +19,22 @@ message held are logged with it (R9: PNG, JPEG, GIF or WebP of at most 5 MB; oth
 left out, the text still says `[image]`).
 
 Every record carries a durable source id as its key: `chat:<source>:<conversation>` for
-the naming note, `chat:<source>:<conversation>:<message>` for a message. The store
-answers a resent key within its horizon (a retry logs once); a rerun reads the keys of
-every imported record first (`imported_ids`) and plans only what is not among them, so
-importing again brings only what is newer, past the horizon too. A conversation that
-gained messages since its import gets a note saying it continues, unless the log's last
-imported record is already its own (a run that was interrupted inside it). A Claude Code
-message is known by its uuid in whatever session log it was logged from (`remember`).
+the naming note, `chat:<source>:<conversation>:<message>` for a message, and
+`chat:claude-code:uuid:<message>` for a Claude Code message, whose uuid names it in
+whatever session log holds it (a resumed session's log starts with copies of the earlier
+session's messages, under their own uuids). The store answers a resent key within its
+horizon (a retry logs once); a rerun asks the chat's key index which of the import's
+keys (`candidate_keys`) were ever logged (`ChatStore.logged_keys`: no record is read) and
+plans only the others, so importing again brings only what is newer, past the horizon
+too. Claude Code messages logged before their key named the uuid alone
+(`chat:claude-code:<session>:<uuid>`) are found under that key too, for every session of
+the import, and known by their uuid from there (`remember`). A conversation that gained
+messages since its import gets a note saying it continues, unless the log's last
+imported record is already its own (a run that was interrupted inside it).
+
+A text longer than `CUT_CHARS` characters (about 2 MB: the store takes 8 MB of UTF-8 at
+most, R8) is cut there, and the rest is said in one line, `[… N more characters not
+imported]`; the item says how many were left out (`cut`) for the preview.
 """
 
 from __future__ import annotations
@@ -41,12 +50,13 @@ from everchat.actors.store import MAX_ASSET_BYTES, MAX_TEXT_BYTES, clip_echo, im
 
 from ._types import ChatMessage, Conversation
 
-__all__ = ["Item", "conversation_items", "imported_ids", "remember", "source_prefix", "KEY_PREFIX"]
+__all__ = ["Item", "conversation_items", "imported_ids", "remember", "source_prefix", "head_key", "candidate_keys",
+           "known_count", "KEY_PREFIX", "CUT_CHARS"]
 
 KEY_PREFIX = "chat:"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins pairs: any left is alone
 _MAX_ID = 200  # longer ids are shortened to a digest, so a key stays well within the store's limit
-_TEXT_CHARS = MAX_TEXT_BYTES // 4 - 1024  # a text that could be over the store's limit is cut (said so)
+CUT_CHARS = MAX_TEXT_BYTES // 4 - 1024  # a text that could be over the store's limit is cut (said so)
 
 
 class Item(NamedTuple):
@@ -58,6 +68,7 @@ class Item(NamedTuple):
     meta: dict
     date: str | None
     images: tuple[bytes, ...] = ()
+    cut: int = 0  # characters past CUT_CHARS left out
 
 
 def _id(value: str) -> str:
@@ -77,12 +88,34 @@ def source_prefix(source: str) -> str:
     return f"{KEY_PREFIX}{source}:"
 
 
+def head_key(source: str, conversation_id: str) -> str:
+    """The naming note's key of a conversation (`conversation_id` as it went into keys)."""
+    return f"{source_prefix(source)}{conversation_id}"
+
+
 def _head_key(conv: Conversation) -> str:
-    return f"{source_prefix(conv.source)}{_id(conv.id)}"
+    return head_key(conv.source, _id(conv.id))
 
 
 def _key(conv: Conversation, message: ChatMessage) -> str:
+    if conv.source == "claude-code":
+        return f"{KEY_PREFIX}claude-code:uuid:{_id(message.id)}"
     return f"{_head_key(conv)}:{_id(message.id)}"
+
+
+def candidate_keys(conv: Conversation) -> list[str]:
+    """The keys under which this conversation's naming note and messages may have been
+    logged before: their keys, and for Claude Code the older `<session>:<uuid>` form."""
+    keys = [_head_key(conv)] + [_key(conv, message) for message in conv.messages]
+    if conv.source == "claude-code":
+        keys += [f"{_head_key(conv)}:{_id(message.id)}" for message in conv.messages]
+    return keys
+
+
+def known_count(conv: Conversation, known: set[str]) -> int:
+    """How many of this conversation's records (its naming note and messages) `known` holds."""
+    said = [_head_key(conv)] + [_key(conv, message) for message in conv.messages]
+    return sum(1 for key in said if key in known or _alias(key) in known)
 
 
 def _alias(key: str) -> str | None:
@@ -120,10 +153,11 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat(timespec="seconds") if moment else None
 
 
-def _bounded(text: str) -> str:
-    if len(text) <= _TEXT_CHARS:
-        return text
-    return text[:_TEXT_CHARS] + f"\n[… {len(text) - _TEXT_CHARS:,} more characters not imported]"
+def _bounded(text: str) -> tuple[str, int]:
+    """`text` cut at CUT_CHARS, the cut said; and how many characters were left out."""
+    if len(text) <= CUT_CHARS:
+        return text, 0
+    return text[:CUT_CHARS] + f"\n[… {len(text) - CUT_CHARS:,} more characters not imported]", len(text) - CUT_CHARS
 
 
 def _render(conv: Conversation, message: ChatMessage) -> tuple[str, str]:
@@ -150,9 +184,12 @@ def conversation_items(conv: Conversation, known: set[str], last: str | None = N
                        with_tools: bool = False, since: datetime | None = None) -> list[Item]:
     """The messages to log for `conv`: its naming note (unless logged before), then each
     of its messages not logged before, in order; none when nothing is new. `since` drops
-    messages said before it; tool calls and results only `with_tools`."""
+    messages said before it (a message without a date, in a conversation without one, is
+    kept: nothing says it is older); tool calls and results only `with_tools`. `last` is
+    the key of the log's last imported record, or its conversation's naming-note key."""
     meta = {"chat": conv.source, "conversation": _id(conv.id)}
     body: list[Item] = []
+    first_new = ""  # the id of the first message not logged before
     for message in conv.messages:
         if message.role in ("tool_call", "tool_result") and not with_tools:
             continue
@@ -164,7 +201,9 @@ def conversation_items(conv: Conversation, known: set[str], last: str | None = N
             continue
         kind, text = _render(conv, message)
         images = tuple(data for data in message.images if len(data) <= MAX_ASSET_BYTES and image_type(data))
-        body.append(Item(kind, _bounded(redact(_clean(text))), key, meta, _iso(moment), images))
+        bounded, cut = _bounded(_clean(text))  # cut first: what is not imported need not be redacted
+        body.append(Item(kind, redact(bounded), key, meta, _iso(moment), images, cut))
+        first_new = first_new or _id(message.id)
     if not body:
         return []
     head = _head_key(conv)
@@ -173,6 +212,5 @@ def conversation_items(conv: Conversation, known: set[str], last: str | None = N
     elif last is not None and (last == head or last.startswith(head + ":")):
         return body  # the run that logged its first messages was interrupted: go on after them
     else:
-        heading = Item("note", redact(_clean(_heading(conv, True))), f"{head}:+{body[0].key[len(head) + 1:]}", meta,
-                       body[0].date)
+        heading = Item("note", redact(_clean(_heading(conv, True))), f"{head}:+{first_new}", meta, body[0].date)
     return [heading, *body]
