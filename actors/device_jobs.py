@@ -9,12 +9,14 @@ Pure: no sockets, no actors. The device hub (`actors/devices.py`) and a remote d
 
 Choices this module makes (and documents here):
 
-- `shell` runs `/bin/sh -c COMMAND` in the work folder, in a new session (its own process
-  group), stdin from /dev/null, stdout and stderr merged. Output is handed to `on_output`
+- `shell` runs `/bin/sh -c COMMAND` in the work folder through its keeper
+  (actors/job_keeper.py: a session of its own, the shell leading a process group of its
+  own), stdin from /dev/null, stdout and stderr merged. Output is handed to `on_output`
   as it comes. The timeout defaults to 600 s and is capped at `MAX_TIMEOUT` (600 s): a
   journal entry expires 10 minutes after its job was made, so a longer job could never be
-  delivered after a restart. A cancel or the timeout kills the whole group (SIGTERM, then
-  SIGKILL after `KILL_GRACE` seconds). Background processes still running when the shell
+  delivered after a restart. A cancel or the timeout kills every process the job started,
+  also those that left its group with `setsid` or a double fork (P16: the keeper is their
+  subreaper; SIGTERM, then SIGKILL after `KILL_GRACE` seconds). Background processes still running when the shell
   itself exits normally are left alone (so `nohup server > log &` works); what they print
   after that is not part of the result (at most 1 MiB more is read, then the pipe is
   closed, and one that still writes to it dies of SIGPIPE).
@@ -55,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from everchat.actors.job_keeper import kill_tree
 from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
 
 __all__ = [
@@ -304,30 +307,26 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGTERM the job's whole process group, SIGKILL it when anything is left after
-    `KILL_GRACE` seconds, and reap the shell."""
-    pgid = process.pid  # start_new_session: the shell leads its own group
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        if _wait_group(process, pgid, KILL_GRACE):
-            break
+_KEEPER = Path(__file__).with_name("job_keeper.py")
+_KEEPER_MARGIN = 10.0
+"""Seconds past `KILL_GRACE` the keeper has to end the job's tree before we do it from here."""
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """Stop a job (P16): its keeper (actors/job_keeper.py) kills every process the job
+    started, wherever it went (SIGTERM, then SIGKILL after `KILL_GRACE` seconds), then
+    ends. Should the keeper not end in time, the tree under it is killed from here."""
+    try:
+        process.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(KILL_GRACE + _KEEPER_MARGIN)
+    except subprocess.TimeoutExpired:
+        log.warning("the keeper of a job (pid %d) did not end; killing its processes from here", process.pid)
+        kill_tree(process.pid, 0.0)
+        process.kill()
     process.wait()
-
-
-def _wait_group(process: subprocess.Popen, pgid: int, seconds: float) -> bool:
-    """Wait up to `seconds` for the shell to end and its group to empty; whether it did."""
-    end = time.monotonic() + seconds
-    pause = threading.Event()
-    while True:
-        if process.poll() is not None and not group_alive(pgid):
-            return True
-        if time.monotonic() >= end:
-            return False
-        pause.wait(0.01)
 
 
 def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[str], None],
@@ -341,16 +340,18 @@ def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[st
             kept.add(text)
             on_output(text)
 
-    process = subprocess.Popen(["/bin/sh", "-c", command], cwd=work_dir, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                               close_fds=True)
+    # The keeper (P16) leads a session of its own and starts the shell in a group of its
+    # own: Ctrl-C at the device's terminal reaches neither, and `kill 0` in a job hits its group.
+    process = subprocess.Popen([sys.executable, "-I", "-S", str(_KEEPER), f"{KILL_GRACE:g}", "/bin/sh", "-c", command],
+                               cwd=work_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
     fd = process.stdout.fileno()
     os.set_blocking(fd, False)
     deadline = time.monotonic() + timeout
     try:
         ending = _watch(process, fd, take, deadline, timeout, cancel)
     except BaseException:  # `on_output` failed, or we are interrupted: leave no process behind
-        _kill_group(process)
+        _kill_tree(process)
         raise
     finally:
         process.stdout.close()
@@ -377,7 +378,7 @@ def _watch(process: subprocess.Popen, fd: int, take: Callable[[bytes], None], de
             elif time.monotonic() >= deadline:
                 ending = f"[killed: timeout after {timeout:g} s]"
             if ending:
-                _kill_group(process)
+                _kill_tree(process)
                 if open_pipe:
                     _drain(fd, take, _LAST_READ)
                 break
