@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import os
+import re
 import selectors
 import signal
 import stat
@@ -570,8 +571,8 @@ def _edit(path: Path, old: str, new: str) -> Outcome:
 
 
 class JournalError(Exception):
-    """A journal line is not one the journal writes (and is not a torn last line): the
-    message names the file and the byte offset. Nothing is appended after it."""
+    """A damaged journal record that could not be set aside (P13: the file beside it could
+    not be written): the message names the file and the byte offset."""
 
 
 class AlreadyRunning(Exception):
@@ -590,6 +591,7 @@ class _Entry:
 
 _VERSION = 1
 _COMPACT_BYTES = 1 << 20
+_ID_PATTERN = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,400})"')  # a job id in a line that does not read
 
 
 class Journal:
@@ -602,7 +604,10 @@ class Journal:
 
     The order is the guarantee (STYLE 16): a job whose "begin" is on disk and whose
     "finish" is not may have run, so `recover` reports it uncertain and never runs it again.
-    Safe to use from several threads."""
+    A torn last line is cut off. A damaged record before it (P13) is not an error: the rest
+    of the file is set aside in `NAME.damaged-OFFSET` beside it, with one warning naming
+    both, and every job id the set-aside part names is kept as may-have-run (never run
+    again). Safe to use from several threads."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
@@ -629,7 +634,8 @@ class Journal:
             try:
                 self._apply(json.loads(line))
             except (ValueError, KeyError, TypeError) as error:
-                raise JournalError(f"{self.path}: bad record at byte {offset}: {error}") from None
+                self._set_aside(data, offset, error)
+                return
             offset += len(line)
         if end < len(data):  # cut off, so the next record starts on a line of its own
             log.warning("%s: a torn last line at byte %d (%d bytes) skipped: the device stopped while "
@@ -637,6 +643,52 @@ class Journal:
             with open(self.path, "r+b") as file:
                 file.truncate(end)
                 os.fsync(file.fileno())
+
+    def _set_aside(self, data: bytes, offset: int, error: Exception) -> None:
+        """P13: a damaged record at `offset`: the rest of the file goes to a file beside it
+        (nothing is lost), every job id it names is kept as may-have-run (R39: never run
+        again), and the journal is rewritten from what it knows; one warning says so."""
+        rest = data[offset:]
+        aside = self.path.with_name(f"{self.path.name}.damaged-{offset}")
+        number = 1
+        while aside.exists():
+            number += 1
+            aside = self.path.with_name(f"{self.path.name}.damaged-{offset}-{number}")
+        try:
+            _write_private(aside, rest)
+        except OSError as failed:
+            raise JournalError(f"{self.path}: bad record at byte {offset}: {error}; the rest could not be set "
+                               f"aside in {aside}: {failed.strerror or failed}") from None
+        kept = self._salvage(rest)
+        self._rewrite(self._entries)
+        log.warning("%s: a damaged record at byte %d (%s): the rest of the file (%d bytes) is set aside in %s; "
+                    "%d job(s) it names are kept as may-have-run and are never run again", self.path, offset,
+                    error, len(rest), aside.name, kept)
+
+    def _salvage(self, rest: bytes) -> int:
+        """The records of a set-aside tail that still read are applied; a job id any other
+        line names becomes an entry that may have run. How many jobs the tail names."""
+        named: set[str] = set()
+        for line in rest.splitlines():
+            try:
+                record = json.loads(line)
+                self._apply(record)
+                named.add(str(record["job"]["id"] if record["op"] == "begin" else record["id"]))
+                continue
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass
+            for match in _ID_PATTERN.finditer(line):
+                try:
+                    named.add(str(json.loads(b'"' + match.group(1) + b'"')))
+                except ValueError:
+                    continue
+        now = self._clock()
+        for job_id in named - set(self._entries):
+            job = Job(job_id, "unknown", {}, "main", 0.0, now)
+            self._entries[job_id] = _Entry(job, now, "finished", Outcome(
+                "this job's record in the device's journal was damaged; it may have run: not run again",
+                is_error=True, uncertain=True))
+        return len(named)
 
     def _apply(self, record: dict) -> None:
         if record["v"] != _VERSION:
@@ -781,28 +833,37 @@ class Journal:
     def _compact(self, now: float) -> None:
         live = {job_id: entry for job_id, entry in self._entries.items()
                 if entry.running or now - (entry.job.created or entry.began) <= EXPIRY}
+        self._rewrite(live)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        self._entries = live
+
+    def _rewrite(self, entries: dict[str, _Entry]) -> None:
+        """Replace the file (atomically) by the records of `entries`."""
         lines = []
-        for job_id, entry in live.items():
+        for job_id, entry in entries.items():
             lines.append({"op": "begin", "job": entry.job.to_dict(), "t": entry.began})
             if entry.outcome is not None:
                 lines.append({"op": "finish", "id": job_id, "outcome": entry.outcome.to_dict()})
             if entry.state == "delivered":
                 lines.append({"op": "delivered", "id": job_id})
-        data = b"".join(_record_line(line) for line in lines)
-        fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-        _fsync_folder(self.path.parent)
-        os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
-        self._entries = live
+        _write_private(self.path, b"".join(_record_line(line) for line in lines))
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write `data` as the file `path` (0600) through a temporary file, fsync, rename and
+    an fsync of the folder."""
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
 
 
 def _record_line(record: dict) -> bytes:

@@ -130,6 +130,7 @@ def run_device_command(args: argparse.Namespace) -> int:
 
 
 def _join(args: argparse.Namespace) -> int:
+    from everchat.actors.device_jobs import JournalError
     from everchat.actors.device_remote import JoinRefused, run_device
     from everchat.actors.device_remote import check_device_name
     from everchat.actors.process import SignalStop
@@ -145,7 +146,7 @@ def _join(args: argparse.Namespace) -> int:
     print(f"everchat: joining as {args.name}; Ctrl-C stops", flush=True)
     try:
         return run_device(everchat_home(), args.target, args.name, stop)
-    except (JoinRefused, ValueError) as error:
+    except (JoinRefused, JournalError, ValueError) as error:   # P13: a journal that cannot be mended, in words
         raise CommandError(str(error)) from None
 
 

@@ -24,7 +24,6 @@ from everchat.actors.device_jobs import (
     AlreadyRunning,
     Job,
     Journal,
-    JournalError,
     Outcome,
     group_alive,
     job_from_call,
@@ -562,15 +561,38 @@ def test_a_torn_last_line_is_skipped_with_a_warning_and_appending_goes_on(tmp_pa
         assert journal.state("k1") == "delivered"
 
 
-def test_a_bad_line_before_the_last_is_an_error_naming_the_file_and_offset(tmp_path):
-    path = tmp_path / "j"
+def test_p13_a_damaged_record_is_set_aside_with_one_line_and_nothing_it_names_runs_again(tmp_path, caplog):
+    path = tmp_path / "journal.jsonl"
     with Journal(path) as journal:
         journal.run_once(job("k1"), lambda: Outcome("one"))
-    first = len(path.read_bytes().splitlines(keepends=True)[0])
-    lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(lines[0] + b"not json\n" + lines[1])
-    with pytest.raises(JournalError, match=f"^{path}: bad record at byte {first}: "):
-        Journal(path)
+        journal.delivered("k1")
+        journal.begin(job("k2"))                           # may have run: the device stopped here
+        journal.run_once(job("k3"), lambda: Outcome("three"))
+    lines = path.read_bytes().splitlines(keepends=True)   # begin k1, finish, delivered, begin k2, begin k3, finish k3
+    offset = sum(map(len, lines[:3]))
+    torn_k4 = b'{"v":1,"op":"begin","job":{"id":"k4","tool":"shell","argu\n'   # not JSON, mid-file
+    damaged = b"".join(lines[:3]) + b'{"v":1,"op":"bogus","id":"k2"}\n' + lines[3] + torn_k4 + b"".join(lines[4:])
+    path.write_bytes(damaged)
+    runs = []
+    with caplog.at_level(logging.WARNING, logger="everchat.actors.device_jobs"):
+        with Journal(path, clock=lambda: NOW) as journal:
+            assert journal.state("k1") == "delivered"
+            recovered = dict((found.id, outcome) for found, outcome in journal.recover(now=NOW + 1))
+            assert sorted(recovered) == ["k2", "k3", "k4"] and recovered["k3"] == Outcome("three")
+            for name in ("k2", "k3", "k4"):                  # known: never started again
+                assert journal.run_once(job(name), lambda: runs.append(name) or Outcome("rerun")).text != "rerun"
+            assert journal.outcome("k3") == Outcome("three")
+            assert journal.outcome("k2").uncertain and journal.outcome("k4").uncertain
+    assert runs == []
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert warning.startswith(f"{path}: a damaged record at byte {offset} (unknown op 'bogus')")
+    assert f"set aside in journal.jsonl.damaged-{offset};" in warning and "3 job(s)" in warning
+    assert (tmp_path / f"journal.jsonl.damaged-{offset}").read_bytes() == damaged[offset:]
+    caplog.clear()
+    with Journal(path, clock=lambda: NOW) as journal:       # the rewritten journal reads, and still knows them
+        assert [journal.state(name) for name in ("k1", "k2", "k3", "k4")] == ["delivered", "finished", "finished",
+                                                                               "finished"]
+    assert caplog.records == []
 
 
 def test_a_quiet_background_process_outlives_the_job(work):
