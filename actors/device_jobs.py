@@ -67,6 +67,7 @@ __all__ = [
     "EXPIRY",
     "Job",
     "Outcome",
+    "OutputClip",
     "AlreadyRunning",
     "JournalError",
     "Journal",
@@ -279,6 +280,55 @@ class _Kept:
         if cut == 0:
             return self.head + tail
         return f"{self.head}\n[{cut} characters cut]\n{tail}"
+
+
+class OutputClip:
+    """What is shown live of one job's output (P4, R7): `publish` gets the first `keep`
+    characters as they come, then one line saying the rest comes at the end; `close()`
+    (when the job ends) publishes what was held back, clipped as R7 clips a whole echo:
+    all of it when the output was at most 2 * keep characters, else its last `keep` after
+    a line saying how many were cut. So about 2 * keep characters a job are published, and
+    held, whatever the command prints. Not thread-safe: one job's output comes in order."""
+
+    def __init__(self, publish: Callable[[str], None], keep: int = ECHO_KEEP_CHARS) -> None:
+        self.publish = publish
+        self.keep = keep
+        self.shown = 0       # characters published live
+        self.total = 0       # characters seen
+        self.held = ""       # the last ones after those, at most 2 * keep
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"<OutputClip {self.shown} shown, {self.total} seen>"
+
+    def add(self, text: str) -> None:
+        if self.closed or not text:
+            return
+        self.total += len(text)
+        room = self.keep - self.shown
+        if room > 0:
+            self.shown += min(room, len(text))
+            self.publish(text[:room])
+            text = text[room:]
+            if not text:
+                return
+        if self.total - len(text) == self.shown:   # the first character held back
+            self.publish(f"\n[more output: shown when the command ends, at most its last {self.keep} characters]\n")
+        self.held += text
+        if len(self.held) > 2 * self.keep:
+            self.held = self.held[-self.keep:]
+
+    def close(self) -> None:
+        """Publish what was held back (once); nothing more is taken after it."""
+        if self.closed:
+            return
+        self.closed = True
+        held = self.total - self.shown
+        if held > self.keep:
+            self.publish(f"\n[{held - self.keep} characters cut]\n{self.held[-self.keep:]}")
+        elif held:
+            self.publish(self.held)
+        self.held = ""
 
 
 def group_alive(pgid: int) -> bool:
@@ -781,6 +831,12 @@ class Journal:
     def known(self, job_id: str) -> bool:
         """Whether this job id was seen (and has not expired): it must not run again."""
         return self.state(job_id) is not None
+
+    def job(self, job_id: str) -> Job | None:
+        """The job as it was journaled (to check a job sent again against), else None."""
+        with self._lock:
+            entry = self._entries.get(job_id)
+            return entry.job if entry else None
 
     def outcome(self, job_id: str) -> Outcome | None:
         """The recorded outcome of a finished (or delivered) job, else None."""

@@ -42,7 +42,8 @@ from pathlib import Path
 import zmq
 from zmq.utils import z85
 
-from everchat.actors.device_jobs import Job, Journal, Outcome, run_job, work_folder
+from everchat.actors.device_hub import same_call
+from everchat.actors.device_jobs import TOOLS, Job, Journal, Outcome, OutputClip, run_job, work_folder
 from everchat.transport import (ActorStopped, AskTimeout, KeyPair, KeyStore, Node, PeerLost, RemoteError,
                                 TransportError, schema)
 
@@ -151,14 +152,17 @@ class DeviceBook:
         return None
 
     @staticmethod
-    def remove(data: dict, name: str) -> str | None:
-        """Drop `name` from `data`; its key (to revoke), or None when it is not enrolled."""
+    def remove(data: dict, name: str) -> tuple[str | None, int]:
+        """Drop `name` from `data` and every join secret made for it: (its key to revoke, or
+        None when it is not enrolled; how many of those secrets were still unused). So no
+        link made for a removed device joins any more (HANDS.md §5)."""
+        unused = sum(1 for s in data["secrets"] if s["name"] == name and not s.get("used"))
+        data["secrets"] = [s for s in data["secrets"] if s["name"] != name]
         entry = data["devices"].pop(name, None)
         if entry is None:
-            return None
+            return None, unused
         data["removed"][name] = entry["key"]
-        data["secrets"] = [s for s in data["secrets"] if s["name"] != name]
-        return entry["key"]
+        return entry["key"], unused
 
 
 def _when(t: float) -> str:
@@ -166,14 +170,15 @@ def _when(t: float) -> str:
 
 
 def remove_device(chat: Path, name: str) -> bool:
-    """`everchat device remove NAME` when no server runs: drop it from devices.json and its
-    key from authorized_keys. False when no such device is enrolled."""
+    """`everchat device remove NAME` when no server runs: drop it and its unused join links
+    from devices.json and its key from authorized_keys. False when there was neither."""
     book = DeviceBook(chat)
     data = book.load()
-    key = DeviceBook.remove(data, name)
-    if key is None:
+    key, links = DeviceBook.remove(data, name)
+    if key is None and not links:
         return False
-    KeyStore(Path(chat) / "config").revoke(key)
+    if key is not None:
+        KeyStore(Path(chat) / "config").revoke(key)
     book.save(data)
     return True
 
@@ -277,6 +282,9 @@ class EnrollmentServer:
 def parse_link(link: str) -> tuple[str, bytes, str]:
     """`tcp://HOST:PORT;key=Z85KEY;secret=SECRET` -> (tcp://HOST:PORT, key, secret);
     ValueError naming what is wrong."""
+    if not isinstance(link, str) or not link.strip():
+        raise ValueError("the join link is empty: give the one `everchat device add NAME` printed on the chat's "
+                         "computer")
     base, *options = link.strip().split(";")
     fields = dict(option.partition("=")[::2] for option in options)
     host, _, port = base[len("tcp://"):].rpartition(":")
@@ -322,6 +330,22 @@ def enroll(link: str, name: str, pair: KeyPair, timeout: float = 15.0) -> str:
     return f"tcp://{host}:{port};{options}"
 
 
+class _KeyRefused(logging.Filter):
+    """Notices the chat refusing this computer's key at the handshake (the transport's
+    warning, held back: the command's one last line says it instead), as the CLI's
+    `_RefusedKey` does for `everchat actor --join`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = threading.Event()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(str(arg) == "HANDSHAKE_FAILED_AUTH" for arg in record.args):
+            self.seen.set()
+            return False
+        return True
+
+
 class DeviceRunner:
     """The joined computer's loop (module docstring). `serve()` returns when `stop` is set
     (0) or the chat removed this computer (1)."""
@@ -337,13 +361,18 @@ class DeviceRunner:
         self._lock = threading.Lock()
         self._running: dict[str, tuple[Job, threading.Event, threading.Thread]] = {}
         self._unreported: dict[str, Outcome] = {}
+        self._parked: set[str] = set()   # reports the chat did not take (it restarted): kept till it sends the job again
         self._output: queue.Queue = queue.Queue(maxsize=1000)
+        self._key_refused = _KeyRefused()
+        self._left = False
         self.removed: str | None = None
 
     def __repr__(self) -> str:
         return f"<DeviceRunner {self.name} -> {self.endpoint.split(';')[0]}>"
 
     def serve(self) -> int:
+        transport_log = logging.getLogger("everchat.transport")
+        transport_log.addFilter(self._key_refused)
         self.node.start()
         self.node.route("devices", self.endpoint)
         sender = threading.Thread(target=self._send_output, name="device-output", daemon=True)
@@ -362,6 +391,10 @@ class DeviceRunner:
                     work = self.node.ask("devices", schema.PollJobs(self.name, POLL_WAIT, self._holding()),
                                          timeout=POLL_WAIT + 15.0)
                 except (PeerLost, AskTimeout, ActorStopped) as error:
+                    if self._key_refused.seen.is_set():
+                        self._gone("this computer's key is refused there: it was removed from the chat (on the "
+                                   f"chat's computer, `everchat device add {self.name}` makes a new link)")
+                        break
                     log.info("%s: the chat is not reachable (%s); trying again", self, error)
                     self.stop.wait(backoff)
                     backoff = min(backoff * 2, 5.0)
@@ -377,18 +410,26 @@ class DeviceRunner:
         finally:
             self.stop.set()
             watcher.join(15.0)
-            self._output.put(None)
+            if self._left:
+                self._leave()     # again: our last word comes after any poll of ours
+            self.node.stop()
+            try:
+                self._output.put(None, timeout=2.0)
+            except queue.Full:
+                pass
             sender.join(2.0)
             self.journal.close()
+            transport_log.removeFilter(self._key_refused)
         if self.removed is not None:
             log.info("%s: %s", self, self.removed)   # the command says it, once
             return 1
         return 0
 
     def _watch_stop(self) -> None:
-        """On stop: cancel the running jobs (their groups are killed), let them report
-        (what cannot is reported at the next start), then stop the node, which also ends
-        a poll waiting for work."""
+        """On stop: cancel the running jobs (every process of theirs is killed), let them
+        report (what cannot is reported at the next start), then tell the chat this
+        computer leaves (its other jobs fail at once; its waiting poll ends). When the chat
+        cannot be told, the node stops, which also ends a poll waiting for work."""
         self.stop.wait()
         with self._lock:      # no job starts after this look (_start checks `stop` under the lock)
             running = list(self._running.values())
@@ -396,12 +437,28 @@ class DeviceRunner:
             cancel.set()
         for _, _, thread in running:
             thread.join(10.0)
-        self.node.stop()
+        self._left = self._leave()
+        if not self._left:
+            self.node.stop()
+
+    def _leave(self) -> bool:
+        """LeaveDevice (HANDS.md §5); whether the chat heard it."""
+        if self.removed is not None:
+            return False
+        try:
+            self.node.ask("devices", schema.LeaveDevice(self.name), timeout=5.0)
+        except TransportError as error:
+            log.info("%s: the chat was not told that this computer leaves (%s): it sees it offline later", self, error)
+            return False
+        return True
+
+    def _gone(self, why: str) -> None:
+        self.removed = why
+        self.stop.set()
 
     def _refused(self, error: RemoteError) -> None:
         if error.kind == "PermissionError":
-            self.removed = error.text
-            self.stop.set()
+            self._gone(error.text)
         else:
             log.warning("%s: the chat answered an error: %s", self, error)
             self.stop.wait(1.0)
@@ -414,11 +471,11 @@ class DeviceRunner:
         job = Job(id=str(item["id"]), tool=str(item["tool"]), arguments=dict(item["arguments"]),
                   caller=str(item["caller"]), timeout=float(item["timeout"]), created=float(item["created"]))
         with self._lock:
-            if self.stop.is_set() or job.id in self._running or job.id in self._unreported:
+            if self.stop.is_set() or job.id in self._running:
                 return       # stopping: not journaled, so the hub's next look sends it again
-            if self.journal.known(job.id):       # sent again (the hub restarted): never run twice
-                self._unreported[job.id] = self.journal.outcome(job.id) or Outcome(
-                    "this job may have run before the device restarted; it was not run again", True, True)
+            if job.id in self._unreported or self.journal.known(job.id):   # sent again: never run twice
+                self._parked.discard(job.id)     # its report goes before the next poll
+                self._unreported[job.id] = self._known_outcome(job)
                 return
             self.journal.begin(job)              # before it starts (fsync): the order is the guarantee
             cancel = threading.Event()
@@ -426,13 +483,25 @@ class DeviceRunner:
             self._running[job.id] = (job, cancel, thread)
         thread.start()
 
+    def _known_outcome(self, job: Job) -> Outcome:
+        """What a job the journal knows gets: its recorded outcome, checked against the
+        job sent (the same id for another call is refused: nothing runs)."""
+        known = self.journal.job(job.id)
+        if known is not None and known.tool in TOOLS and not same_call(known, job):
+            return Outcome("this computer ran another call under this job's id before; this one was not run",
+                           is_error=True)
+        return self.journal.outcome(job.id) or Outcome(
+            "this job may have run before the device restarted; it was not run again", True, True)
+
     def _run(self, job: Job, cancel: threading.Event) -> None:
+        clip = OutputClip(lambda text: self._queue_output(job, text))   # P4: about 30,000 characters a job
         try:
-            outcome = run_job(job, work_folder(self.home, job.caller), lambda text: self._queue_output(job, text),
-                              cancel)
+            outcome = run_job(job, work_folder(self.home, job.caller), clip.add, cancel)
         except Exception as error:
             log.exception("%s: job %s failed", self, job.id)
             outcome = Outcome(f"the job could not run: {type(error).__name__}: {error}", is_error=True)
+        clip.close()
+        self._flush_output()   # the output goes before the report: the hub takes none after it
         self.journal.finish(job.id, outcome)
         with self._lock:
             self._unreported[job.id] = outcome
@@ -441,24 +510,34 @@ class DeviceRunner:
 
     def _report_all(self) -> None:
         with self._lock:
-            pending = list(self._unreported.items())
+            pending = [(job_id, outcome) for job_id, outcome in self._unreported.items() if job_id not in self._parked]
         for job_id, outcome in pending:
             if not self._report(job_id, outcome):
                 return
 
     def _report(self, job_id: str, outcome: Outcome) -> bool:
+        """Report a job's outcome; False when it could not be said (the chat is away, or
+        removed this computer). One the chat does not take (it restarted and forgot the
+        job) is kept, and reported when the chat sends the job again."""
         try:
             self.node.ask("devices", schema.ReportJob(self.name, job_id, outcome.text, outcome.is_error,
                                                       outcome.uncertain), timeout=10.0)
         except RemoteError as error:
-            self._refused(error)
-            return False
+            if error.kind == "PermissionError":
+                self._refused(error)
+                return False
+            log.info("%s: the chat did not take the report of %s (%s); it is kept until the chat asks for the job "
+                     "again", self, job_id, error.text)
+            with self._lock:
+                self._parked.add(job_id)
+            return True
         except TransportError as error:
             log.info("%s: report of %s not delivered (%s); it goes again after the next poll", self, job_id, error)
             return False
         self.journal.delivered(job_id)
         with self._lock:
             self._unreported.pop(job_id, None)
+            self._parked.discard(job_id)
         return True
 
     def _stop_caller(self, caller: str) -> None:
@@ -474,11 +553,23 @@ class DeviceRunner:
         except queue.Full:  # output is a hint: the result carries what counts
             pass
 
+    def _flush_output(self) -> None:
+        """Wait (a few seconds at most) until what was queued so far is sent."""
+        sent = threading.Event()
+        try:
+            self._output.put(sent, timeout=5.0)
+        except queue.Full:
+            return
+        sent.wait(5.0)
+
     def _send_output(self) -> None:
         while True:
             item = self._output.get()
             if item is None:
                 return
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
             try:
                 self.node.tell("devices", schema.DeviceOutput(self.name, item[0], item[1]))
             except TransportError as error:
@@ -497,10 +588,11 @@ def _write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -> int:
+def run_device(home: Path, link: str, name: str, stop: threading.Event) -> int:
     """`everchat device join`: enroll (once) and serve jobs until `stop` (module docstring);
     0. JoinRefused when enrollment is refused or the chat refused this computer later
-    (removed); ValueError for a bad link or name."""
+    (removed); ValueError for a bad (or empty) link or name, before anything is written."""
+    parse_link(link)
     folder = Path(home) / "device"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
@@ -515,10 +607,8 @@ def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -
     # A link joins once: the one this computer joined with is not presented again (a
     # restart serves at once); a new one (a new `device add`: after a removal, or a server
     # that moved to another port) enrolls again, with the same key.
-    secret_hash = hash_secret(parse_link(link)[2]) if link else None
-    if joined is None or (secret_hash is not None and secret_hash != joined.get("link")):
-        if not link:
-            raise JoinRefused("this computer has not joined a chat yet: give the link `everchat device add` printed")
+    secret_hash = hash_secret(parse_link(link)[2])
+    if joined is None or secret_hash != joined.get("link"):
         endpoint = enroll(link, name, pair)
         joined = {"version": 1, "name": name, "endpoint": endpoint, "joined": time.time(), "link": secret_hash}
         _write_private(joined_file, json.dumps(joined))
