@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 
 from everchat.actors.device_hub import EXPIRY_SECONDS, KEEP_SECONDS, OFFLINE_SECONDS, POLL_SECONDS, DeviceHub, job_id
-from everchat.actors.device_jobs import Job, Journal, Outcome, OutputClip, job_from_call, run_job, work_folder
+from everchat.actors.device_jobs import Job, Outcome, OutputClip, job_from_call, run_job, work_folder
+from everchat.actors.device_journal import Journal
 from everchat.actors.device_remote import LINK_SECONDS, DeviceBook, EnrollmentServer
 from everchat.transport import Actor, KeyStore, parse_address, schema
 

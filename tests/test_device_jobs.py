@@ -18,18 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.device_jobs import (
-    EXPIRY,
-    MAX_TIMEOUT,
-    AlreadyRunning,
-    Job,
-    Journal,
-    Outcome,
-    group_alive,
-    job_from_call,
-    run_job,
-    work_folder,
-)
+from everchat.actors.device_jobs import EXPIRY, MAX_TIMEOUT, Job, Outcome, group_alive, job_from_call, run_job, work_folder
+from everchat.actors.device_journal import AlreadyRunning, Journal
 from everchat.actors.store import clip_echo
 from polling import wait_until
 
@@ -488,7 +478,8 @@ def test_a_job_that_raises_has_an_error_outcome(tmp_path):
 
 CRASH_AFTER_BEGIN = textwrap.dedent("""
     import sys
-    from everchat.actors.device_jobs import Journal, job_from_call
+    from everchat.actors.device_jobs import job_from_call
+    from everchat.actors.device_journal import Journal
     journal = Journal(sys.argv[1])
     job = job_from_call("k1", "shell", {"command": "make deploy"}, "main", now=float(sys.argv[2]))
     def run():
