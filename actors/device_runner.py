@@ -40,15 +40,16 @@ log = logging.getLogger("everchat.device")
 class _KeyRefused(logging.Filter):
     """Notices the chat refusing this computer's key at the handshake (the transport's
     warning, held back: the command's one last line says it instead), as the CLI's
-    `_RefusedKey` does for `everchat actor --join`."""
+    `_RefusedKey` does for `everchat actor --join`, and calls `on_refused` at once: an ask
+    in flight would otherwise wait for its own deadline."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_refused) -> None:
         super().__init__()
-        self.seen = threading.Event()
+        self.on_refused = on_refused
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and any(str(arg) == "HANDSHAKE_FAILED_AUTH" for arg in record.args):
-            self.seen.set()
+            self.on_refused()
             return False
         return True
 
@@ -70,7 +71,9 @@ class DeviceRunner:
         self._unreported: dict[str, Outcome] = {}
         self._parked: set[str] = set()   # reports the chat did not take (it restarted): kept till it sends the job again
         self._output: queue.Queue = queue.Queue(maxsize=1000)
-        self._key_refused = _KeyRefused()
+        self._key_refused = _KeyRefused(lambda: self._gone(
+            "this computer's key is refused there: it was removed from the chat (on the chat's computer, "
+            f"`everchat device add {name}` makes a new link)"))
         self._left = False
         self.removed: str | None = None
 
@@ -98,9 +101,7 @@ class DeviceRunner:
                     work = self.node.ask("devices", schema.PollJobs(self.name, POLL_WAIT, self._holding()),
                                          timeout=POLL_WAIT + 15.0)
                 except (PeerLost, AskTimeout, ActorStopped) as error:
-                    if self._key_refused.seen.is_set():
-                        self._gone("this computer's key is refused there: it was removed from the chat (on the "
-                                   f"chat's computer, `everchat device add {self.name}` makes a new link)")
+                    if self.removed is not None:
                         break
                     log.info("%s: the chat is not reachable (%s); trying again", self, error)
                     self.stop.wait(backoff)
@@ -160,7 +161,9 @@ class DeviceRunner:
         return True
 
     def _gone(self, why: str) -> None:
-        self.removed = why
+        """The chat refused this computer (removed): the first reason stays; everything stops."""
+        if self.removed is None:
+            self.removed = why
         self.stop.set()
 
     def _refused(self, error: RemoteError) -> None:

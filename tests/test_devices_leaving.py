@@ -20,6 +20,7 @@ from devices_world import WAIT, Hub, add, devices, everchat, joined, lines, rogu
 from polling import wait_until
 
 from everchat.actors.device_hub import OFFLINE_SECONDS
+from everchat.actors.device_remote import POLL_WAIT
 from everchat.transport import schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")
@@ -152,8 +153,10 @@ def test_after_remove_the_old_join_command_exits_with_one_line(hub, devices, tmp
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=WAIT) == 0
     assert everchat("device", "remove", "laptop", "--data-dir", str(hub.chat), home=hub.home).returncode == 0
+    started = time.monotonic()
     again = devices.join(laptop, link)               # the old command, run again
     assert again.wait(timeout=WAIT) == 1
+    assert time.monotonic() - started < POLL_WAIT    # at the refused handshake, not at a poll's deadline
     output = (laptop / "join-1.log").read_text().splitlines()
     assert output[0] == "everchat: joining as laptop; Ctrl-C stops"
     assert output[1:] == ["everchat: the chat refused 'laptop': this computer's key is refused there: it was removed "
