@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,7 @@ class Hub:
         self.node: Node | None = None
         self.actor: DevicesActor | None = None
         self.options = options              # DevicesActor's (offline_seconds, keep_seconds)
+        self.threads: list[threading.Thread] = []
         self.port = 0
 
     def start(self) -> Hub:
@@ -59,9 +61,14 @@ class Hub:
         return self
 
     def stop(self) -> None:
+        """Stop the node; an ask still waiting in a test's thread ends with it (joined)."""
         if self.node is not None:
             self.node.stop()
             self.node = None
+        for thread in self.threads:
+            thread.join(WAIT)
+        self.threads = [thread for thread in self.threads if thread.is_alive()]
+        assert not self.threads, "a RunJob thread outlived the hub's node"
 
     def row(self, name: str) -> dict | None:
         rows = self.node.ask("devices", schema.ListDevices(), timeout=5.0).devices
@@ -72,7 +79,8 @@ class Hub:
                              timeout=WAIT)
 
     def run_in_background(self, job: str, command: str, device: str = "laptop") -> dict:
-        """RunJob from a thread of its own; the dict gets "result" or "error"."""
+        """RunJob from a thread of its own; the dict gets "result" or "error", and "at"
+        (time.time() when the answer came). `stop()` ends and joins every such thread."""
         box: dict = {}
 
         def ask() -> None:
@@ -80,9 +88,11 @@ class Hub:
                 box["result"] = self.run(job, command, device)
             except Exception as error:  # the test reads it
                 box["error"] = error
+            box["at"] = time.time()
 
-        thread = threading.Thread(target=ask, daemon=True)
+        thread = threading.Thread(target=ask, name=f"test-run-{job}", daemon=True)
         thread.start()
+        self.threads.append(thread)
         box["thread"] = thread
         return box
 

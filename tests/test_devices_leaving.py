@@ -11,7 +11,6 @@ import json
 import math
 import signal
 import sys
-import threading
 import time
 
 import pytest
@@ -47,23 +46,6 @@ def hub(tmp_path):
         hub.stop()
 
 
-def run_timed(hub: Hub, job: str, command: str, device: str = "laptop") -> dict:
-    """RunJob from a thread of its own; the dict gets "result" (or "error") and "at", when
-    the answer came. `done(box)` waits for it."""
-    box: dict = {}
-
-    def ask() -> None:
-        try:
-            box["result"] = hub.run(job, command, device)
-        except Exception as error:  # the test reads it
-            box["error"] = error
-        box["at"] = time.time()
-
-    box["thread"] = threading.Thread(target=ask, name="test-run-job", daemon=True)
-    box["thread"].start()
-    return box
-
-
 def done(box: dict, timeout: float = WAIT) -> schema.JobResult:
     box["thread"].join(timeout)
     assert "result" in box, box
@@ -73,7 +55,7 @@ def done(box: dict, timeout: float = WAIT) -> schema.JobResult:
 def test_a_device_stopped_with_sigterm_tells_the_hub_and_its_jobs_end_at_once(hub, devices, tmp_path):
     laptop = tmp_path / "laptop"
     _, process = joined(hub, devices, laptop)
-    box = run_timed(hub, "call-1", "echo started >> side.txt; sleep 300")
+    box = hub.run_in_background("call-1", "echo started >> side.txt; sleep 300")
     wait_until(lambda: lines(laptop / "work" / "main" / "side.txt"), WAIT, "the job started")
     stopped = time.time()
     process.send_signal(signal.SIGTERM)
@@ -107,7 +89,7 @@ def test_a_device_killed_unannounced_is_offline_then_its_jobs_fail_on_time(quick
     _, process = joined(hub, devices, laptop)
     side = laptop / "work" / "main" / "side.txt"
     devices.groups.append(side)
-    box = run_timed(hub, "call-1", "echo $$ >> side.txt; sleep 300")
+    box = hub.run_in_background("call-1", "echo $$ >> side.txt; sleep 300")
     wait_until(lambda: lines(side), WAIT, "the job started")
     process.kill()                                   # no word to the hub
     process.wait(timeout=WAIT)
