@@ -1,20 +1,23 @@
 """What a device does with one job (issue 11, R39; docs/HANDS.md section 4).
 
-Pure: no sockets, no actors. The device hub (`actors/devices.py`) and a remote device
-(`actors/device_remote.py`) both run their jobs with `run_job` and keep their promise of
-"never twice" with a `Journal`:
+Pure: no sockets, no actors. The device hub (`actors/devices.py`) and a joined computer
+(`actors/device_runner.py`) both run their jobs with `run_job`, show their output through
+an `OutputClip` (P4), and keep their promise of "never twice" with a `Journal`
+(`actors/device_journal.py`):
 
     job = job_from_call(call_id, "shell", {"command": "make test"}, caller="main")
     outcome = journal.run_once(job, lambda: run_job(job, work_folder(home, "main"), show, cancel))
 
 Choices this module makes (and documents here):
 
-- `shell` runs `/bin/sh -c COMMAND` in the work folder, in a new session (its own process
-  group), stdin from /dev/null, stdout and stderr merged. Output is handed to `on_output`
+- `shell` runs `/bin/sh -c COMMAND` in the work folder through its keeper
+  (actors/job_keeper.py: a session of its own, the shell leading a process group of its
+  own), stdin from /dev/null, stdout and stderr merged. Output is handed to `on_output`
   as it comes. The timeout defaults to 600 s and is capped at `MAX_TIMEOUT` (600 s): a
   journal entry expires 10 minutes after its job was made, so a longer job could never be
-  delivered after a restart. A cancel or the timeout kills the whole group (SIGTERM, then
-  SIGKILL after `KILL_GRACE` seconds). Background processes still running when the shell
+  delivered after a restart. A cancel or the timeout kills every process the job started,
+  also those that left its group with `setsid` or a double fork (P16: the keeper is their
+  subreaper; SIGTERM, then SIGKILL after `KILL_GRACE` seconds). Background processes still running when the shell
   itself exits normally are left alone (so `nohup server > log &` works); what they print
   after that is not part of the result (at most 1 MiB more is read, then the pipe is
   closed, and one that still writes to it dies of SIGPIPE).
@@ -51,10 +54,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from everchat.actors.job_keeper import kill_tree
 from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
 
 __all__ = [
@@ -63,9 +67,7 @@ __all__ = [
     "EXPIRY",
     "Job",
     "Outcome",
-    "AlreadyRunning",
-    "JournalError",
-    "Journal",
+    "OutputClip",
     "work_folder",
     "job_from_call",
     "run_job",
@@ -277,6 +279,55 @@ class _Kept:
         return f"{self.head}\n[{cut} characters cut]\n{tail}"
 
 
+class OutputClip:
+    """What is shown live of one job's output (P4, R7): `publish` gets the first `keep`
+    characters as they come, then one line saying the rest comes at the end; `close()`
+    (when the job ends) publishes what was held back, clipped as R7 clips a whole echo:
+    all of it when the output was at most 2 * keep characters, else its last `keep` after
+    a line saying how many were cut. So about 2 * keep characters a job are published, and
+    held, whatever the command prints. Not thread-safe: one job's output comes in order."""
+
+    def __init__(self, publish: Callable[[str], None], keep: int = ECHO_KEEP_CHARS) -> None:
+        self.publish = publish
+        self.keep = keep
+        self.shown = 0       # characters published live
+        self.total = 0       # characters seen
+        self.held = ""       # the last ones after those, at most 2 * keep
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"<OutputClip {self.shown} shown, {self.total} seen>"
+
+    def add(self, text: str) -> None:
+        if self.closed or not text:
+            return
+        self.total += len(text)
+        room = self.keep - self.shown
+        if room > 0:
+            self.shown += min(room, len(text))
+            self.publish(text[:room])
+            text = text[room:]
+            if not text:
+                return
+        if self.total - len(text) == self.shown:   # the first character held back
+            self.publish(f"\n[more output: shown when the command ends, at most its last {self.keep} characters]\n")
+        self.held += text
+        if len(self.held) > 2 * self.keep:
+            self.held = self.held[-self.keep:]
+
+    def close(self) -> None:
+        """Publish what was held back (once); nothing more is taken after it."""
+        if self.closed:
+            return
+        self.closed = True
+        held = self.total - self.shown
+        if held > self.keep:
+            self.publish(f"\n[{held - self.keep} characters cut]\n{self.held[-self.keep:]}")
+        elif held:
+            self.publish(self.held)
+        self.held = ""
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any live process (zombies do not count) is left in process group `pgid`.
 
@@ -304,30 +355,26 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGTERM the job's whole process group, SIGKILL it when anything is left after
-    `KILL_GRACE` seconds, and reap the shell."""
-    pgid = process.pid  # start_new_session: the shell leads its own group
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        if _wait_group(process, pgid, KILL_GRACE):
-            break
+_KEEPER = Path(__file__).with_name("job_keeper.py")
+_KEEPER_MARGIN = 10.0
+"""Seconds past `KILL_GRACE` the keeper has to end the job's tree before we do it from here."""
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """Stop a job (P16): its keeper (actors/job_keeper.py) kills every process the job
+    started, wherever it went (SIGTERM, then SIGKILL after `KILL_GRACE` seconds), then
+    ends. Should the keeper not end in time, the tree under it is killed from here."""
+    try:
+        process.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(KILL_GRACE + _KEEPER_MARGIN)
+    except subprocess.TimeoutExpired:
+        log.warning("the keeper of a job (pid %d) did not end; killing its processes from here", process.pid)
+        kill_tree(process.pid, 0.0)
+        process.kill()
     process.wait()
-
-
-def _wait_group(process: subprocess.Popen, pgid: int, seconds: float) -> bool:
-    """Wait up to `seconds` for the shell to end and its group to empty; whether it did."""
-    end = time.monotonic() + seconds
-    pause = threading.Event()
-    while True:
-        if process.poll() is not None and not group_alive(pgid):
-            return True
-        if time.monotonic() >= end:
-            return False
-        pause.wait(0.01)
 
 
 def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[str], None],
@@ -341,16 +388,18 @@ def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[st
             kept.add(text)
             on_output(text)
 
-    process = subprocess.Popen(["/bin/sh", "-c", command], cwd=work_dir, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                               close_fds=True)
+    # The keeper (P16) leads a session of its own and starts the shell in a group of its
+    # own: Ctrl-C at the device's terminal reaches neither, and `kill 0` in a job hits its group.
+    process = subprocess.Popen([sys.executable, "-I", "-S", str(_KEEPER), f"{KILL_GRACE:g}", "/bin/sh", "-c", command],
+                               cwd=work_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
     fd = process.stdout.fileno()
     os.set_blocking(fd, False)
     deadline = time.monotonic() + timeout
     try:
         ending = _watch(process, fd, take, deadline, timeout, cancel)
     except BaseException:  # `on_output` failed, or we are interrupted: leave no process behind
-        _kill_group(process)
+        _kill_tree(process)
         raise
     finally:
         process.stdout.close()
@@ -377,7 +426,7 @@ def _watch(process: subprocess.Popen, fd: int, take: Callable[[bytes], None], de
             elif time.monotonic() >= deadline:
                 ending = f"[killed: timeout after {timeout:g} s]"
             if ending:
-                _kill_group(process)
+                _kill_tree(process)
                 if open_pipe:
                     _drain(fd, take, _LAST_READ)
                 break
@@ -563,254 +612,3 @@ def _edit(path: Path, old: str, new: str) -> Outcome:
     changed = text.replace(old, new, 1)
     _write_atomically(real, changed, mode)
     return Outcome(f"edited {path}\n{_diff(text, changed, path)}")
-
-
-# --- the journal ----------------------------------------------------------------------
-
-
-class JournalError(Exception):
-    """A journal line is not one the journal writes (and is not a torn last line): the
-    message names the file and the byte offset. Nothing is appended after it."""
-
-
-class AlreadyRunning(Exception):
-    """`run_once` was given a job that has begun and not finished in this process: its
-    outcome is still to come."""
-
-
-@dataclass
-class _Entry:
-    job: Job
-    began: float
-    state: str = "started"
-    outcome: Outcome | None = None
-    running: bool = field(default=False, repr=False)
-
-
-_VERSION = 1
-_COMPACT_BYTES = 1 << 20
-
-
-class Journal:
-    """A device's jobs, one JSON line per event, each written with one `os.write` and an
-    `fsync` (the folder is fsynced when the file is made; the file is 0600):
-
-        {"v": 1, "op": "begin", "job": {...}, "t": T}     before the job runs
-        {"v": 1, "op": "finish", "id": ID, "outcome": {...}}
-        {"v": 1, "op": "delivered", "id": ID}             the hub has the outcome
-
-    The order is the guarantee (STYLE 16): a job whose "begin" is on disk and whose
-    "finish" is not may have run, so `recover` reports it uncertain and never runs it again.
-    Safe to use from several threads."""
-
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
-        self.path = Path(path)
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._load()
-        self._fd = self._open()
-
-    def __repr__(self) -> str:
-        return f"Journal({str(self.path)!r}, {len(self._entries)} entries)"
-
-    # -- reading and opening --
-
-    def _load(self) -> None:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1
-        offset = 0
-        for line in data[:end].splitlines(keepends=True):
-            try:
-                self._apply(json.loads(line))
-            except (ValueError, KeyError, TypeError) as error:
-                raise JournalError(f"{self.path}: bad record at byte {offset}: {error}") from None
-            offset += len(line)
-        if end < len(data):  # cut off, so the next record starts on a line of its own
-            log.warning("%s: a torn last line at byte %d (%d bytes) skipped: the device stopped while "
-                        "writing it", self.path, end, len(data) - end)
-            with open(self.path, "r+b") as file:
-                file.truncate(end)
-                os.fsync(file.fileno())
-
-    def _apply(self, record: dict) -> None:
-        if record["v"] != _VERSION:
-            raise ValueError(f"unknown journal version {record['v']!r}")
-        op = record["op"]
-        if op == "begin":
-            job = Job.from_dict(record["job"])
-            self._entries[job.id] = _Entry(job, float(record["t"]))
-        elif op in ("finish", "delivered"):
-            entry = self._entries[str(record["id"])]
-            if op == "finish":
-                entry.outcome = Outcome.from_dict(record["outcome"])
-            entry.state = "finished" if op == "finish" else "delivered"
-        else:
-            raise ValueError(f"unknown op {op!r}")
-
-    def _open(self) -> int:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(self.path, flags | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return os.open(self.path, flags, 0o600)
-        os.fchmod(fd, 0o600)
-        os.fsync(fd)
-        _fsync_folder(self.path.parent)
-        return fd
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- writing --
-
-    def _append(self, record: dict) -> None:
-        if self._fd < 0:
-            raise ValueError(f"{self!r} is closed")
-        data = _record_line(record)
-        while data:
-            data = data[os.write(self._fd, data):]
-        os.fsync(self._fd)
-
-    def begin(self, job: Job) -> None:
-        """Record (fsynced) that `job` is about to start: call it before anything runs."""
-        with self._lock:
-            if job.id in self._entries:
-                raise ValueError(f"job {job.id!r} is already in {self.path}: a job id runs once")
-            self._begin(job)
-
-    def _begin(self, job: Job) -> None:
-        began = self._clock()
-        self._append({"op": "begin", "job": job.to_dict(), "t": began})
-        self._entries[job.id] = _Entry(job, began, running=True)
-
-    def finish(self, job_id: str, outcome: Outcome) -> None:
-        """Record (fsynced) the outcome of a begun job."""
-        with self._lock:
-            entry = self._entries[job_id]
-            self._append({"op": "finish", "id": job_id, "outcome": outcome.to_dict()})
-            entry.state, entry.outcome, entry.running = "finished", outcome, False
-
-    def delivered(self, job_id: str) -> None:
-        """Record (fsynced) that the hub has the job's outcome; compacts a big file."""
-        with self._lock:
-            entry = self._entries[job_id]
-            if entry.state == "delivered":
-                return
-            if entry.state != "finished":
-                raise ValueError(f"job {job_id!r} has no outcome to deliver yet")
-            self._append({"op": "delivered", "id": job_id})
-            entry.state = "delivered"
-            if os.fstat(self._fd).st_size > _COMPACT_BYTES:
-                self._compact(self._clock())
-
-    # -- asking --
-
-    def state(self, job_id: str) -> str | None:
-        """None (never seen), "started", "finished" or "delivered"."""
-        with self._lock:
-            entry = self._entries.get(job_id)
-            return entry.state if entry else None
-
-    def known(self, job_id: str) -> bool:
-        """Whether this job id was seen (and has not expired): it must not run again."""
-        return self.state(job_id) is not None
-
-    def outcome(self, job_id: str) -> Outcome | None:
-        """The recorded outcome of a finished (or delivered) job, else None."""
-        with self._lock:
-            entry = self._entries.get(job_id)
-            return entry.outcome if entry else None
-
-    def run_once(self, job: Job, run: Callable[[], Outcome]) -> Outcome:
-        """R39: begin, run, finish, and answer the outcome; for a job id already known,
-        answer its recorded outcome without running anything. An exception from `run`
-        becomes an error outcome (the job did start). AlreadyRunning when the job has begun
-        in this process and not finished yet."""
-        with self._lock:  # the look and the "begin" are one step: two callers cannot both run it
-            entry = self._entries.get(job.id)
-            if entry is not None and entry.outcome is not None:
-                return entry.outcome
-            if entry is not None:
-                raise AlreadyRunning(f"job {job.id!r} is running: its outcome is still to come")
-            self._begin(job)
-        try:
-            outcome = run()
-        except Exception as error:  # the job is begun: its failure is its outcome (and logged)
-            log.exception("job %s (%s) failed", job.id, job.tool)
-            outcome = Outcome(f"{job.tool} failed on the device: {type(error).__name__}: {error}", is_error=True)
-        self.finish(job.id, outcome)
-        return outcome
-
-    def recover(self, now: float | None = None) -> list[tuple[Job, Outcome]]:
-        """At a device's start: the outcomes still to deliver, oldest first. A job begun and
-        never finished is finished now as uncertain (never run again, R39); entries of jobs
-        made more than `EXPIRY` seconds before `now` are dropped."""
-        now = self._clock() if now is None else now
-        with self._lock:
-            for job_id, entry in list(self._entries.items()):
-                if now - (entry.job.created or entry.began) > EXPIRY:
-                    del self._entries[job_id]
-                elif entry.state == "started" and not entry.running:
-                    outcome = Outcome(f"{_what(entry.job)} may have run before the device stopped: not run again",
-                                      is_error=True, uncertain=True)
-                    self._append({"op": "finish", "id": job_id, "outcome": outcome.to_dict()})
-                    entry.state, entry.outcome = "finished", outcome
-            return [(entry.job, entry.outcome) for entry in sorted(self._entries.values(), key=lambda e: e.began)
-                    if entry.state == "finished"]
-
-    def compact(self, now: float | None = None) -> None:
-        """Rewrite the file with only the entries that have not expired (atomically)."""
-        with self._lock:
-            self._compact(self._clock() if now is None else now)
-
-    def _compact(self, now: float) -> None:
-        live = {job_id: entry for job_id, entry in self._entries.items()
-                if entry.running or now - (entry.job.created or entry.began) <= EXPIRY}
-        lines = []
-        for job_id, entry in live.items():
-            lines.append({"op": "begin", "job": entry.job.to_dict(), "t": entry.began})
-            if entry.outcome is not None:
-                lines.append({"op": "finish", "id": job_id, "outcome": entry.outcome.to_dict()})
-            if entry.state == "delivered":
-                lines.append({"op": "delivered", "id": job_id})
-        data = b"".join(_record_line(line) for line in lines)
-        fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-        _fsync_folder(self.path.parent)
-        os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
-        self._entries = live
-
-
-def _record_line(record: dict) -> bytes:
-    """One journal line: compact JSON, ASCII only (so any text the model sent, even a lone
-    surrogate, is written), ended by a newline."""
-    return (json.dumps({"v": _VERSION, **record}, separators=(",", ":")) + "\n").encode("ascii")
-
-
-def _what(job: Job) -> str:
-    if job.tool == "shell":
-        return f"the shell command `{job.arguments.get('command', '')[:200]}`"
-    return f"the {job.tool} of {job.arguments.get('path', '?')}"

@@ -12,16 +12,8 @@ secret, public_key)`, whose `public_key` must be the key of the connection it ca
 (so the joiner proves it holds the secret key). The hub checks the secret and answers
 `DeviceEnrolled(name, endpoint)` (the hub node's address, its key pinned) or an error.
 
-The device's end, `run_device`: `everchat device join LINK --name NAME` on the other
-computer, with its own `$EVERCHAT_HOME`. It makes this computer's CURVE pair
-(`HOME/device/keys/device.key`, 0600), enrolls once (the link's secret joins once; the
-result is kept in `HOME/device/joined.json`), then serves jobs until stopped: it dials the
-hub (it listens on nothing), long-polls `PollJobs`, runs each job with `run_job` in
-`work_folder(HOME, caller)` after journaling it (`HOME/device/journal.jsonl`, fsynced), and
-reports the outcome (`ReportJob`); output chunks go as `DeviceOutput` tells. A lost
-connection is retried by itself; at start (and so after a crash) the journal's finished
-but unreported jobs are reported, and a job that may have started is reported uncertain,
-never run again.
+The device's end: `enroll` presents a link's secret; the loop that serves jobs after that
+(`run_device`, `DeviceRunner`) is in actors/device_runner.py.
 """
 
 from __future__ import annotations
@@ -32,7 +24,6 @@ import hmac
 import json
 import logging
 import os
-import queue
 import re
 import secrets as _secrets
 import threading
@@ -42,12 +33,10 @@ from pathlib import Path
 import zmq
 from zmq.utils import z85
 
-from everchat.actors.device_jobs import Job, Journal, Outcome, run_job, work_folder
-from everchat.transport import (ActorStopped, AskTimeout, KeyPair, KeyStore, Node, PeerLost, RemoteError,
-                                TransportError, schema)
+from everchat.transport import KeyPair, KeyStore, TransportError, schema
 
 __all__ = ["DeviceBook", "remove_device", "hash_secret", "check_device_name", "EnrollmentServer", "JoinRefused",
-           "parse_link", "enroll", "DeviceRunner", "run_device", "POLL_WAIT", "LINK_SECONDS", "DEVICE_NAME",
+           "parse_link", "enroll", "POLL_WAIT", "LINK_SECONDS", "DEVICE_NAME",
            "DEVICES_FILE_VERSION"]
 
 log = logging.getLogger("everchat.device")
@@ -151,14 +140,17 @@ class DeviceBook:
         return None
 
     @staticmethod
-    def remove(data: dict, name: str) -> str | None:
-        """Drop `name` from `data`; its key (to revoke), or None when it is not enrolled."""
+    def remove(data: dict, name: str) -> tuple[str | None, int]:
+        """Drop `name` from `data` and every join secret made for it: (its key to revoke, or
+        None when it is not enrolled; how many of those secrets were still unused). So no
+        link made for a removed device joins any more (HANDS.md §5)."""
+        unused = sum(1 for s in data["secrets"] if s["name"] == name and not s.get("used"))
+        data["secrets"] = [s for s in data["secrets"] if s["name"] != name]
         entry = data["devices"].pop(name, None)
         if entry is None:
-            return None
+            return None, unused
         data["removed"][name] = entry["key"]
-        data["secrets"] = [s for s in data["secrets"] if s["name"] != name]
-        return entry["key"]
+        return entry["key"], unused
 
 
 def _when(t: float) -> str:
@@ -166,14 +158,15 @@ def _when(t: float) -> str:
 
 
 def remove_device(chat: Path, name: str) -> bool:
-    """`everchat device remove NAME` when no server runs: drop it from devices.json and its
-    key from authorized_keys. False when no such device is enrolled."""
+    """`everchat device remove NAME` when no server runs: drop it and its unused join links
+    from devices.json and its key from authorized_keys. False when there was neither."""
     book = DeviceBook(chat)
     data = book.load()
-    key = DeviceBook.remove(data, name)
-    if key is None:
+    key, links = DeviceBook.remove(data, name)
+    if key is None and not links:
         return False
-    KeyStore(Path(chat) / "config").revoke(key)
+    if key is not None:
+        KeyStore(Path(chat) / "config").revoke(key)
     book.save(data)
     return True
 
@@ -277,6 +270,9 @@ class EnrollmentServer:
 def parse_link(link: str) -> tuple[str, bytes, str]:
     """`tcp://HOST:PORT;key=Z85KEY;secret=SECRET` -> (tcp://HOST:PORT, key, secret);
     ValueError naming what is wrong."""
+    if not isinstance(link, str) or not link.strip():
+        raise ValueError("the join link is empty: give the one `everchat device add NAME` printed on the chat's "
+                         "computer")
     base, *options = link.strip().split(";")
     fields = dict(option.partition("=")[::2] for option in options)
     host, _, port = base[len("tcp://"):].rpartition(":")
@@ -320,210 +316,3 @@ def enroll(link: str, name: str, pair: KeyPair, timeout: float = 15.0) -> str:
     port = host_port.rpartition(":")[2]
     host = address[len("tcp://"):].rpartition(":")[0]
     return f"tcp://{host}:{port};{options}"
-
-
-class DeviceRunner:
-    """The joined computer's loop (module docstring). `serve()` returns when `stop` is set
-    (0) or the chat removed this computer (1)."""
-
-    def __init__(self, home: Path, name: str, endpoint: str, pair: KeyPair, stop: threading.Event) -> None:
-        self.home = Path(home)
-        self.name = name
-        self.endpoint = endpoint
-        self.stop = stop
-        folder = self.home / "device"
-        self.journal = Journal(folder / "journal.jsonl")
-        self.node = Node(f"device.{name}", pair=pair, connect_timeout=5.0)
-        self._lock = threading.Lock()
-        self._running: dict[str, tuple[Job, threading.Event, threading.Thread]] = {}
-        self._unreported: dict[str, Outcome] = {}
-        self._output: queue.Queue = queue.Queue(maxsize=1000)
-        self.removed: str | None = None
-
-    def __repr__(self) -> str:
-        return f"<DeviceRunner {self.name} -> {self.endpoint.split(';')[0]}>"
-
-    def serve(self) -> int:
-        self.node.start()
-        self.node.route("devices", self.endpoint)
-        sender = threading.Thread(target=self._send_output, name="device-output", daemon=True)
-        sender.start()
-        watcher = threading.Thread(target=self._watch_stop, name="device-stop", daemon=True)
-        watcher.start()
-        try:
-            for job, outcome in self.journal.recover(time.time()):
-                self._unreported[job.id] = outcome   # finished, or uncertain: reported, never rerun
-                log.info("%s: job %s from before this start is reported as %s", self, job.id,
-                         "uncertain" if outcome.uncertain else "finished")
-            backoff = 0.2
-            while not self.stop.is_set() and self.removed is None:
-                self._report_all()
-                try:
-                    work = self.node.ask("devices", schema.PollJobs(self.name, POLL_WAIT, self._holding()),
-                                         timeout=POLL_WAIT + 15.0)
-                except (PeerLost, AskTimeout, ActorStopped) as error:
-                    log.info("%s: the chat is not reachable (%s); trying again", self, error)
-                    self.stop.wait(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                except RemoteError as error:
-                    self._refused(error)
-                    continue
-                backoff = 0.2
-                for caller in work.stop:
-                    self._stop_caller(caller)
-                for item in work.jobs:
-                    self._start(item)
-        finally:
-            self.stop.set()
-            watcher.join(15.0)
-            self._output.put(None)
-            sender.join(2.0)
-            self.journal.close()
-        if self.removed is not None:
-            log.info("%s: %s", self, self.removed)   # the command says it, once
-            return 1
-        return 0
-
-    def _watch_stop(self) -> None:
-        """On stop: cancel the running jobs (their groups are killed), let them report
-        (what cannot is reported at the next start), then stop the node, which also ends
-        a poll waiting for work."""
-        self.stop.wait()
-        with self._lock:      # no job starts after this look (_start checks `stop` under the lock)
-            running = list(self._running.values())
-        for _, cancel, _ in running:
-            cancel.set()
-        for _, _, thread in running:
-            thread.join(10.0)
-        self.node.stop()
-
-    def _refused(self, error: RemoteError) -> None:
-        if error.kind == "PermissionError":
-            self.removed = error.text
-            self.stop.set()
-        else:
-            log.warning("%s: the chat answered an error: %s", self, error)
-            self.stop.wait(1.0)
-
-    def _holding(self) -> list[str]:
-        with self._lock:
-            return sorted(set(self._running) | set(self._unreported))
-
-    def _start(self, item: dict) -> None:
-        job = Job(id=str(item["id"]), tool=str(item["tool"]), arguments=dict(item["arguments"]),
-                  caller=str(item["caller"]), timeout=float(item["timeout"]), created=float(item["created"]))
-        with self._lock:
-            if self.stop.is_set() or job.id in self._running or job.id in self._unreported:
-                return       # stopping: not journaled, so the hub's next look sends it again
-            if self.journal.known(job.id):       # sent again (the hub restarted): never run twice
-                self._unreported[job.id] = self.journal.outcome(job.id) or Outcome(
-                    "this job may have run before the device restarted; it was not run again", True, True)
-                return
-            self.journal.begin(job)              # before it starts (fsync): the order is the guarantee
-            cancel = threading.Event()
-            thread = threading.Thread(target=self._run, args=(job, cancel), name=f"device-job-{job.id}", daemon=True)
-            self._running[job.id] = (job, cancel, thread)
-        thread.start()
-
-    def _run(self, job: Job, cancel: threading.Event) -> None:
-        try:
-            outcome = run_job(job, work_folder(self.home, job.caller), lambda text: self._queue_output(job, text),
-                              cancel)
-        except Exception as error:
-            log.exception("%s: job %s failed", self, job.id)
-            outcome = Outcome(f"the job could not run: {type(error).__name__}: {error}", is_error=True)
-        self.journal.finish(job.id, outcome)
-        with self._lock:
-            self._unreported[job.id] = outcome
-            self._running.pop(job.id, None)
-        self._report(job.id, outcome)
-
-    def _report_all(self) -> None:
-        with self._lock:
-            pending = list(self._unreported.items())
-        for job_id, outcome in pending:
-            if not self._report(job_id, outcome):
-                return
-
-    def _report(self, job_id: str, outcome: Outcome) -> bool:
-        try:
-            self.node.ask("devices", schema.ReportJob(self.name, job_id, outcome.text, outcome.is_error,
-                                                      outcome.uncertain), timeout=10.0)
-        except RemoteError as error:
-            self._refused(error)
-            return False
-        except TransportError as error:
-            log.info("%s: report of %s not delivered (%s); it goes again after the next poll", self, job_id, error)
-            return False
-        self.journal.delivered(job_id)
-        with self._lock:
-            self._unreported.pop(job_id, None)
-        return True
-
-    def _stop_caller(self, caller: str) -> None:
-        with self._lock:
-            for job, cancel, _ in self._running.values():
-                if job.caller == caller:
-                    log.info("%s: stopping job %s of %s", self, job.id, caller)
-                    cancel.set()
-
-    def _queue_output(self, job: Job, text: str) -> None:
-        try:
-            self._output.put_nowait((job.id, text))
-        except queue.Full:  # output is a hint: the result carries what counts
-            pass
-
-    def _send_output(self) -> None:
-        while True:
-            item = self._output.get()
-            if item is None:
-                return
-            try:
-                self.node.tell("devices", schema.DeviceOutput(self.name, item[0], item[1]))
-            except TransportError as error:
-                log.info("%s: output chunk dropped: %s", self, error)
-
-
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def run_device(home: Path, link: str | None, name: str, stop: threading.Event) -> int:
-    """`everchat device join`: enroll (once) and serve jobs until `stop` (module docstring);
-    0. JoinRefused when enrollment is refused or the chat refused this computer later
-    (removed); ValueError for a bad link or name."""
-    folder = Path(home) / "device"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(folder, 0o700)
-    pair = KeyStore(folder).ensure("device")
-    joined_file = folder / "joined.json"
-    joined = json.loads(joined_file.read_text("utf-8")) if joined_file.exists() else None
-    if joined is not None and (not isinstance(joined, dict) or joined.get("version") != 1):
-        raise JoinRefused(f"{joined_file} is not a joined-chat file of version 1; remove it and join again")
-    if joined is not None and joined.get("name") != name:
-        raise JoinRefused(f"this computer joined a chat as {joined.get('name')!r}; to join as {name!r}, remove "
-                          f"{joined_file} first")
-    # A link joins once: the one this computer joined with is not presented again (a
-    # restart serves at once); a new one (a new `device add`: after a removal, or a server
-    # that moved to another port) enrolls again, with the same key.
-    secret_hash = hash_secret(parse_link(link)[2]) if link else None
-    if joined is None or (secret_hash is not None and secret_hash != joined.get("link")):
-        if not link:
-            raise JoinRefused("this computer has not joined a chat yet: give the link `everchat device add` printed")
-        endpoint = enroll(link, name, pair)
-        joined = {"version": 1, "name": name, "endpoint": endpoint, "joined": time.time(), "link": secret_hash}
-        _write_private(joined_file, json.dumps(joined))
-        log.info("joined the chat at %s as %r", endpoint.split(";")[0], name)
-    runner = DeviceRunner(home, name, joined["endpoint"], pair, stop)
-    if runner.serve():
-        raise JoinRefused(f"the chat refused {name!r}: {runner.removed}")
-    return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -102,6 +103,8 @@ def run_device_command(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     from everchat.transport import schema
 
+    if args.action == "add" and not (math.isfinite(args.ttl) and args.ttl > 0):
+        raise UsageError(f"--ttl is the join link's life in seconds, more than 0 (default 3600), not {args.ttl:g}")
     node = _hub(chat)
     if args.action == "add":
         if node is None:
@@ -125,19 +128,22 @@ def run_device_command(args: argparse.Namespace) -> int:
 
         if not remove_device(chat, args.target):
             raise CommandError(f"no device called {args.target!r} is enrolled in {chat}")
-    print(f"everchat: {args.target} removed; its key is revoked", flush=True)
+    print(f"everchat: {args.target} removed; its key is revoked and no link made for it joins any more", flush=True)
     return EXIT_OK
 
 
 def _join(args: argparse.Namespace) -> int:
-    from everchat.actors.device_remote import JoinRefused, run_device
-    from everchat.actors.device_remote import check_device_name
+    from everchat.actors.device_journal import JournalError
+    from everchat.actors.device_remote import JoinRefused
+    from everchat.actors.device_runner import run_device
+    from everchat.actors.device_remote import check_device_name, parse_link
     from everchat.actors.process import SignalStop
 
     if not args.name:
         raise UsageError("device join needs --name NAME: this computer's name in the chat")
     try:
         check_device_name(args.name)
+        parse_link(args.target)       # an empty or broken link is refused before anything starts
     except ValueError as error:
         raise UsageError(str(error)) from None
     stop = threading.Event()
@@ -145,7 +151,7 @@ def _join(args: argparse.Namespace) -> int:
     print(f"everchat: joining as {args.name}; Ctrl-C stops", flush=True)
     try:
         return run_device(everchat_home(), args.target, args.name, stop)
-    except (JoinRefused, ValueError) as error:
+    except (JoinRefused, JournalError, ValueError) as error:   # P13: a journal that cannot be mended, in words
         raise CommandError(str(error)) from None
 
 

@@ -4,6 +4,7 @@ journal keeps "never twice" across a device killed with SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,19 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.device_jobs import (
-    EXPIRY,
-    MAX_TIMEOUT,
-    AlreadyRunning,
-    Job,
-    Journal,
-    JournalError,
-    Outcome,
-    group_alive,
-    job_from_call,
-    run_job,
-    work_folder,
-)
+from everchat.actors.device_jobs import EXPIRY, MAX_TIMEOUT, Job, Outcome, group_alive, job_from_call, run_job, work_folder
+from everchat.actors.device_journal import AlreadyRunning, Journal
 from everchat.actors.store import clip_echo
 from polling import wait_until
 
@@ -48,7 +38,8 @@ def run(tool: str, arguments: dict, work: Path, cancel: threading.Event | None =
 
 
 class Running:
-    """A shell job run in a thread, its output chunks gathered as they come."""
+    """A shell job run in a thread, its output chunks gathered as they come. Start it with
+    the `shell_jobs` fixture, which ends it with the test, passed or failed."""
 
     def __init__(self, command: str, work: Path, timeout: float | None = None) -> None:
         arguments = {"command": command} | ({"timeout": timeout} if timeout is not None else {})
@@ -56,7 +47,7 @@ class Running:
         self.chunks: list[str] = []
         self.cancel = threading.Event()
         self.outcome: Outcome | None = None
-        self.thread = threading.Thread(target=self._run, args=(work,))
+        self.thread = threading.Thread(target=self._run, args=(work,), name="test-shell-job", daemon=True)
         self.thread.start()
 
     def _run(self, work: Path) -> None:
@@ -73,6 +64,33 @@ class Running:
         self.thread.join(60)
         assert not self.thread.is_alive(), "the job did not end"
         return self.outcome
+
+
+@contextlib.contextmanager
+def ending_jobs():
+    """Yields `start(command, work, timeout=None) -> Running`; when the block ends (an
+    assertion failed in it too) every job it started is stopped and its thread joined, so
+    a failing test reports and the run goes on instead of hanging on a `sleep 300`."""
+    started: list[Running] = []
+
+    def start(command: str, work: Path, timeout: float | None = None) -> Running:
+        started.append(Running(command, work, timeout))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for job in started:
+            job.cancel.set()
+        for job in started:
+            job.thread.join(60)
+        assert not [job for job in started if job.thread.is_alive()], "a job did not end when stopped"
+
+
+@pytest.fixture
+def shell_jobs():
+    with ending_jobs() as start:
+        yield start
 
 
 def pids(output: str) -> dict[str, int]:
@@ -157,10 +175,10 @@ def test_a_nonzero_exit_is_an_error_with_its_status_on_the_last_line(work):
     assert run("shell", {"command": "exit 0"}, work) == Outcome("[exit 0]")
 
 
-def test_shell_output_streams_while_the_command_is_still_running(work, tmp_path):
+def test_shell_output_streams_while_the_command_is_still_running(work, tmp_path, shell_jobs):
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    job = Running(f"echo first; read word < {gate}; echo second $word", work)
+    job = shell_jobs(f"echo first; read word < {gate}; echo second $word", work)
     job.wait_for("first\n")
     assert job.thread.is_alive() and "second" not in job.output  # it waits on the gate
     with open(gate, "w") as writer:
@@ -169,10 +187,10 @@ def test_shell_output_streams_while_the_command_is_still_running(work, tmp_path)
     assert job.chunks[0] == "first\n" and len(job.chunks) >= 2
 
 
-def test_a_character_split_between_two_chunks_is_never_cut(work, tmp_path):
+def test_a_character_split_between_two_chunks_is_never_cut(work, tmp_path, shell_jobs):
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    job = Running(f"printf 'caf\\303'; read word < {gate}; printf '\\251!\\n'", work)
+    job = shell_jobs(f"printf 'caf\\303'; read word < {gate}; printf '\\251!\\n'", work)
     job.wait_for("caf")
     with open(gate, "w") as writer:
         writer.write("go\n")
@@ -181,10 +199,10 @@ def test_a_character_split_between_two_chunks_is_never_cut(work, tmp_path):
     assert outcome.text == "café!\n[exit 0]"
 
 
-def test_r39_a_cancel_kills_the_whole_group_including_a_background_grandchild(work, tmp_path):
+def test_r39_a_cancel_kills_the_whole_group_including_a_background_grandchild(work, tmp_path, shell_jobs):
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    job = Running(f"sleep 300 & echo child=$! group=$$; read word < {gate}", work)
+    job = shell_jobs(f"sleep 300 & echo child=$! group=$$; read word < {gate}", work)
     found = pids(job.wait_for("group="))
     assert alive(found["child"]) and group_alive(found["group"])
     job.cancel.set()
@@ -195,8 +213,8 @@ def test_r39_a_cancel_kills_the_whole_group_including_a_background_grandchild(wo
         os.kill(found["group"], 0)  # the shell itself is reaped
 
 
-def test_r39_the_timeout_kills_the_whole_group(work):
-    job = Running("sleep 300 & echo child=$! group=$$; wait", work, timeout=0.5)
+def test_r39_the_timeout_kills_the_whole_group(work, shell_jobs):
+    job = shell_jobs("sleep 300 & echo child=$! group=$$; wait", work, timeout=0.5)
     found = pids(job.wait_for("group="))
     outcome = job.end()
     assert outcome == Outcome(f"child={found['child']} group={found['group']}\n[killed: timeout after 0.5 s]",
@@ -204,11 +222,69 @@ def test_r39_the_timeout_kills_the_whole_group(work):
     assert not alive(found["child"]) and not group_alive(found["group"])
 
 
-def test_a_command_that_ignores_sigterm_is_killed(work):
-    job = Running("trap '' TERM; echo group=$$; while :; do sleep 1; done", work)
+def test_a_command_that_ignores_sigterm_is_killed(work, shell_jobs):
+    job = shell_jobs("trap '' TERM; echo group=$$; while :; do sleep 1; done", work)
     found = pids(job.wait_for("group="))
     job.cancel.set()
     assert job.end().text.endswith("[stopped]") and not group_alive(found["group"])
+
+
+def test_a_job_a_failing_test_started_is_stopped_and_its_thread_joined(work):
+    """Test hygiene (issue 20): a test that fails while its job runs must not leave the
+    job's thread (nor the job) behind, or pytest says "1 failed" and then hangs."""
+    with pytest.raises(AssertionError, match="the bug this test caught"):
+        with ending_jobs() as start:
+            job = start("echo group=$$; sleep 300", work)
+            group = pids(job.wait_for("group="))["group"]
+            raise AssertionError("the bug this test caught")
+    assert not job.thread.is_alive() and job.outcome.text.endswith("[stopped]")
+    assert not group_alive(group)
+
+
+ESCAPES = {
+    # P16: each prints the pid of a `sleep 1000` that is no longer in the job's process group
+    "setsid": "setsid sh -c 'echo escaped=$$; exec sleep 1000' &",
+    "double fork": "(setsid sh -c 'echo escaped=$$; exec sleep 1000' &);",
+}
+
+
+@pytest.mark.parametrize("how", sorted(ESCAPES))
+def test_p16_stop_ends_a_process_that_left_the_jobs_group(work, shell_jobs, how):
+    job = shell_jobs(f"{ESCAPES[how]} echo group=$$; sleep 300", work)
+    found = pids(job.wait_for("group=") and job.wait_for("escaped="))
+    try:
+        assert alive(found["escaped"]) and os.getpgid(found["escaped"]) != found["group"]
+        job.cancel.set()
+        assert job.end().text.endswith("[stopped]")
+        assert not alive(found["escaped"]) and not group_alive(found["group"])
+    finally:
+        if alive(found["escaped"]):
+            os.kill(found["escaped"], signal.SIGKILL)
+
+
+def test_p16_the_timeout_ends_a_process_that_left_the_jobs_group(work, shell_jobs):
+    job = shell_jobs(f"{ESCAPES['double fork']} echo group=$$; sleep 300", work, timeout=1)
+    found = pids(job.wait_for("escaped="))
+    try:
+        assert job.end().text.endswith("[killed: timeout after 1 s]")
+        assert not alive(found["escaped"])
+    finally:
+        if alive(found["escaped"]):
+            os.kill(found["escaped"], signal.SIGKILL)
+
+
+def test_p16_without_a_subreaper_the_tree_read_from_ps_still_ends_a_setsid_child(work, shell_jobs, monkeypatch):
+    """The path macOS takes (no PR_SET_CHILD_SUBREAPER, the tree from `ps`), run here."""
+    monkeypatch.setenv("EVERCHAT_JOB_TREE", "ps")
+    job = shell_jobs(f"{ESCAPES['setsid']} echo group=$$; sleep 300", work)
+    found = pids(job.wait_for("group=") and job.wait_for("escaped="))
+    try:
+        job.cancel.set()
+        assert job.end().text.endswith("[stopped]")
+        assert not alive(found["escaped"])
+    finally:
+        if alive(found["escaped"]):
+            os.kill(found["escaped"], signal.SIGKILL)
 
 
 def test_r7_a_100000_character_output_is_clipped_like_every_echo(work):
@@ -382,13 +458,15 @@ def test_r39_two_threads_given_one_job_id_run_it_once(tmp_path):
         return Outcome("done")
 
     with Journal(tmp_path / "j") as journal:
-        first = threading.Thread(target=journal.run_once, args=(job(), slow))
+        first = threading.Thread(target=journal.run_once, args=(job(), slow), daemon=True)
         first.start()
-        assert started.wait(60)
-        with pytest.raises(AlreadyRunning, match="job 'k1' is running: its outcome is still to come"):
-            journal.run_once(job(), slow)
-        release.set()
-        first.join(60)
+        try:
+            assert started.wait(60)
+            with pytest.raises(AlreadyRunning, match="job 'k1' is running: its outcome is still to come"):
+                journal.run_once(job(), slow)
+        finally:  # the thread ends with the test, whatever failed
+            release.set()
+            first.join(60)
         assert journal.run_once(job(), slow) == Outcome("done") and runs == [1]
 
 
@@ -400,7 +478,8 @@ def test_a_job_that_raises_has_an_error_outcome(tmp_path):
 
 CRASH_AFTER_BEGIN = textwrap.dedent("""
     import sys
-    from everchat.actors.device_jobs import Journal, job_from_call
+    from everchat.actors.device_jobs import job_from_call
+    from everchat.actors.device_journal import Journal
     journal = Journal(sys.argv[1])
     job = job_from_call("k1", "shell", {"command": "make deploy"}, "main", now=float(sys.argv[2]))
     def run():
@@ -473,15 +552,38 @@ def test_a_torn_last_line_is_skipped_with_a_warning_and_appending_goes_on(tmp_pa
         assert journal.state("k1") == "delivered"
 
 
-def test_a_bad_line_before_the_last_is_an_error_naming_the_file_and_offset(tmp_path):
-    path = tmp_path / "j"
+def test_p13_a_damaged_record_is_set_aside_with_one_line_and_nothing_it_names_runs_again(tmp_path, caplog):
+    path = tmp_path / "journal.jsonl"
     with Journal(path) as journal:
         journal.run_once(job("k1"), lambda: Outcome("one"))
-    first = len(path.read_bytes().splitlines(keepends=True)[0])
-    lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(lines[0] + b"not json\n" + lines[1])
-    with pytest.raises(JournalError, match=f"^{path}: bad record at byte {first}: "):
-        Journal(path)
+        journal.delivered("k1")
+        journal.begin(job("k2"))                           # may have run: the device stopped here
+        journal.run_once(job("k3"), lambda: Outcome("three"))
+    lines = path.read_bytes().splitlines(keepends=True)   # begin k1, finish, delivered, begin k2, begin k3, finish k3
+    offset = sum(map(len, lines[:3]))
+    torn_k4 = b'{"v":1,"op":"begin","job":{"id":"k4","tool":"shell","argu\n'   # not JSON, mid-file
+    damaged = b"".join(lines[:3]) + b'{"v":1,"op":"bogus","id":"k2"}\n' + lines[3] + torn_k4 + b"".join(lines[4:])
+    path.write_bytes(damaged)
+    runs = []
+    with caplog.at_level(logging.WARNING, logger="everchat.actors.device_jobs"):
+        with Journal(path, clock=lambda: NOW) as journal:
+            assert journal.state("k1") == "delivered"
+            recovered = dict((found.id, outcome) for found, outcome in journal.recover(now=NOW + 1))
+            assert sorted(recovered) == ["k2", "k3", "k4"] and recovered["k3"] == Outcome("three")
+            for name in ("k2", "k3", "k4"):                  # known: never started again
+                assert journal.run_once(job(name), lambda: runs.append(name) or Outcome("rerun")).text != "rerun"
+            assert journal.outcome("k3") == Outcome("three")
+            assert journal.outcome("k2").uncertain and journal.outcome("k4").uncertain
+    assert runs == []
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert warning.startswith(f"{path}: a damaged record at byte {offset} (unknown op 'bogus')")
+    assert f"set aside in journal.jsonl.damaged-{offset};" in warning and "3 job(s)" in warning
+    assert (tmp_path / f"journal.jsonl.damaged-{offset}").read_bytes() == damaged[offset:]
+    caplog.clear()
+    with Journal(path, clock=lambda: NOW) as journal:       # the rewritten journal reads, and still knows them
+        assert [journal.state(name) for name in ("k1", "k2", "k3", "k4")] == ["delivered", "finished", "finished",
+                                                                               "finished"]
+    assert caplog.records == []
 
 
 def test_a_quiet_background_process_outlives_the_job(work):

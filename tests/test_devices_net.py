@@ -8,150 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
+from devices_world import WAIT, add, devices, everchat, hub, joined, lines, listen  # noqa: F401 (fixtures)
 from polling import wait_until
 
 from everchat.actors.device_jobs import group_alive
 from everchat.actors.devices import DevicesActor
-from everchat.transport import Actor, KeyStore, Node, PeerLost, RemoteError, schema
+from everchat.transport import KeyStore, Node, PeerLost, RemoteError, schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")
-
-WAIT = 60.0
-
-
-def everchat(*argv: str, home: Path, **kwargs) -> subprocess.CompletedProcess:
-    env = dict(os.environ, EVERCHAT_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *argv], env=env, capture_output=True,
-                          text=True, timeout=WAIT, **kwargs)
-
-
-class Hub:
-    """The chat's side: a node named "supervisor" on tcp hosting the device hub, and the
-    run file that tells the CLI where it is."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.chat = home / "chat"
-        self.node: Node | None = None
-        self.port = 0
-
-    def start(self) -> Hub:
-        (self.chat / "run").mkdir(parents=True, exist_ok=True)
-        keys = KeyStore(self.chat / "config")
-        self.node = Node("supervisor", bind=f"tcp://127.0.0.1:{self.port}", keys=keys).start()
-        self.port = int(self.node.endpoint.split(";")[0].rpartition(":")[2])
-        self.node.host("devices", DevicesActor, home=self.home, chat=self.chat)
-        info = {"version": 1, "pid": os.getpid(), "host": socket.gethostname(), "endpoint": self.node.endpoint,
-                "placement": "single", "transport": "tcp", "attachable": True}
-        (self.chat / "run" / "supervisor.json").write_text(json.dumps(info))
-        return self
-
-    def stop(self) -> None:
-        if self.node is not None:
-            self.node.stop()
-            self.node = None
-
-    def row(self, name: str) -> dict | None:
-        rows = self.node.ask("devices", schema.ListDevices(), timeout=5.0).devices
-        return next((row for row in rows if row["name"] == name), None)
-
-    def run(self, job: str, command: str, device: str = "laptop", caller: str = "main") -> schema.JobResult:
-        return self.node.ask("devices", schema.RunJob(job, device, "shell", {"command": command}, caller, 0.0),
-                             timeout=WAIT)
-
-    def run_in_background(self, job: str, command: str, device: str = "laptop") -> dict:
-        """RunJob from a thread of its own; the dict gets "result" or "error"."""
-        box: dict = {}
-
-        def ask() -> None:
-            try:
-                box["result"] = self.run(job, command, device)
-            except Exception as error:  # the test reads it
-                box["error"] = error
-
-        thread = threading.Thread(target=ask, daemon=True)
-        thread.start()
-        box["thread"] = thread
-        return box
-
-
-class Devices:
-    """`everchat device join` processes; all killed at the end."""
-
-    def __init__(self) -> None:
-        self.processes: list[subprocess.Popen] = []
-        self.groups: list[Path] = []         # pid files of job shells (each leads its group)
-
-    def join(self, home: Path, link: str, name: str = "laptop") -> subprocess.Popen:
-        env = dict(os.environ, EVERCHAT_HOME=str(home))
-        home.mkdir(parents=True, exist_ok=True)
-        log = open(home / f"join-{len(self.processes)}.log", "w")
-        process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "device", "join", link,
-                                    "--name", name], env=env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        self.processes.append(process)
-        return process
-
-    def close(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=WAIT)
-        for pid_file in self.groups:
-            try:
-                os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
-            except (OSError, ValueError, IndexError):
-                pass
-
-
-@pytest.fixture
-def hub(tmp_path):
-    hub = Hub(tmp_path / "server").start()
-    try:
-        yield hub
-    finally:
-        hub.stop()
-
-
-@pytest.fixture
-def devices():
-    devices = Devices()
-    try:
-        yield devices
-    finally:
-        devices.close()
-
-
-def add(hub: Hub, name: str = "laptop") -> str:
-    """`everchat device add NAME`: its one printed command's link."""
-    done = everchat("device", "add", name, "--data-dir", str(hub.chat), home=hub.home)
-    assert done.returncode == 0, done.stderr
-    (line,) = done.stdout.splitlines()
-    argv = shlex.split(line)
-    assert argv[:3] == ["everchat", "device", "join"] and argv[4:] == ["--name", name]
-    return argv[3]
-
-
-def joined(hub: Hub, devices: Devices, home: Path, name: str = "laptop") -> tuple[str, subprocess.Popen]:
-    link = add(hub, name)
-    process = devices.join(home, link, name)
-    wait_until(lambda: (hub.row(name) or {}).get("online") or process.poll() is not None, WAIT, f"{name} online")
-    assert process.poll() is None, (home / "join-0.log").read_text()
-    return link, process
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_r39_a_joined_computer_runs_a_shell_job_in_its_own_work_folder(hub, devices, tmp_path):
@@ -204,7 +76,8 @@ def test_r39_a_cut_connection_is_rejoined_and_the_finished_result_arrives_once(h
     laptop = tmp_path / "laptop"
     joined(hub, devices, laptop)
     work = laptop / "work" / "main"
-    box = hub.run_in_background("call-1", "echo ran >> side.txt; while [ ! -e go ]; do sleep 0.05; done; echo finished")
+    command = "echo ran >> side.txt; while [ ! -e go ]; do sleep 0.05; done; echo finished"
+    box = hub.run_in_background("call-1", command)
     wait_until(lambda: lines(work / "side.txt"), WAIT, "the job started")
     hub.stop()                                          # the connection is cut mid-job
     box["thread"].join(WAIT)
@@ -213,8 +86,8 @@ def test_r39_a_cut_connection_is_rejoined_and_the_finished_result_arrives_once(h
     hub.start()                                         # the same port and key
     wait_until(lambda: hub.node.ask("devices", schema.ListDevices(), timeout=5.0) and
                (hub.row("laptop") or {}).get("online"), WAIT, "the device back")
-    result = hub.run("call-1", "echo ran >> side.txt; echo again")
-    assert result == schema.JobResult("call-1", result.text, False, False) and "finished" in result.text
+    result = hub.run("call-1", command)                 # asked again: the device re-presents it (P1: checked)
+    assert result == schema.JobResult("call-1", "finished\n[exit 0]", False, False)
     assert lines(work / "side.txt") == ["ran"]
 
 
@@ -350,20 +223,9 @@ def test_device_add_on_a_hub_that_listens_on_no_tcp_address_says_so(tmp_path):
         node.stop()
 
 
-class Listener(Actor):
-    def __init__(self, seen: list) -> None:
-        super().__init__()
-        self.seen = seen
-
-    def on_job_output(self, msg, delivery) -> None:
-        self.seen.append(msg)
-
-
 @pytest.mark.parametrize("device", ["laptop", ""])
 def test_shell_output_is_published_as_job_output_on_topic_device(hub, devices, tmp_path, device):
-    seen: list = []
-    hub.node.host("listener", Listener, seen)
-    hub.node.subscribe("device", "listener")
+    seen = listen(hub)
     if device:
         joined(hub, devices, tmp_path / "laptop")
     result = hub.run("call-1", "echo streamed-words", device=device)

@@ -33,6 +33,7 @@ __all__ = [
     "DeviceWork",
     "ReportJob",
     "DeviceOutput",
+    "LeaveDevice",
 ]
 
 
@@ -303,8 +304,9 @@ class DeviceWork(Message):
 @dataclass(frozen=True, slots=True)
 class ReportJob(Message):
     """Remote device -> devices (ask -> Ack): a job's outcome (a finished one, or an uncertain
-    one after a restart). The hub keeps the first report of a job id and acknowledges every
-    one."""
+    one after a restart). It counts only for a job the hub sent to this device (P1); the
+    hub keeps the first one. Any other is refused with a LookupError and not kept: the
+    device holds it until the job is sent to it again."""
     device: str
     job: str
     text: str
@@ -330,7 +332,7 @@ class ReportJob(Message):
 @dataclass(frozen=True, slots=True)
 class DeviceOutput(Message):
     """Remote device -> devices (tell): a chunk of a shell job's output, published again as
-    JobOutput."""
+    JobOutput (clipped, P4) when the job is out on this device (P1)."""
     device: str
     job: str
     text: str
@@ -346,3 +348,19 @@ class DeviceOutput(Message):
             str_(job, "DeviceOutput.job"),
             str_(text, "DeviceOutput.text"),
         )
+
+
+@message(BLOCK)
+@dataclass(frozen=True, slots=True)
+class LeaveDevice(Message):
+    """Remote device -> devices (ask -> Ack): this device stops (Ctrl-C, SIGTERM). It is
+    offline at once; its jobs without a report fail now ("laptop left")."""
+    device: str
+
+    def to_wire(self) -> list:
+        return [self.device]
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> LeaveDevice:
+        (device,) = fields(obj, 1, cls)
+        return cls(str_(device, "LeaveDevice.device"))

@@ -50,7 +50,7 @@ from ._schema_system import (Register, Directory, StatsRequest, StatsReply, Ping
                              Ack, SupervisorStatus, SupervisorState)
 from ._schema_devices import (RunJob, JobResult, StopJobs, ListDevices, DeviceList, JobOutput, AddDevice,
                               DeviceLink, RemoveDevice, EnrollDevice, DeviceEnrolled, PollJobs, DeviceWork,
-                              ReportJob, DeviceOutput)
+                              ReportJob, DeviceOutput, LeaveDevice)
 from ._schema_agents import (SpawnAgent, AgentAccepted, TellAgent, StopAgent, ListAgents, AgentList,
                              AgentEvent, AppendTranscript, ReadTranscript, TranscriptPage,
                              ReadTranscriptRecords, TranscriptRecords, ListTranscripts, TranscriptList)
@@ -73,6 +73,7 @@ __all__ = [
     "Notice", "ReportLogged", "ResponseStarted", "WaitBacklog", "RecordUsage", "SupervisorStatus", "SupervisorState",
     "RunJob", "JobResult", "StopJobs", "ListDevices", "DeviceList", "JobOutput", "AddDevice", "DeviceLink",
     "RemoveDevice", "EnrollDevice", "DeviceEnrolled", "PollJobs", "DeviceWork", "ReportJob", "DeviceOutput",
+    "LeaveDevice",
     # the agents' (R38)
     "SpawnAgent", "AgentAccepted", "TellAgent", "StopAgent", "ListAgents", "AgentList", "AgentEvent",
     "AppendTranscript", "ReadTranscript", "TranscriptPage", "ReadTranscriptRecords", "TranscriptRecords",
