@@ -10,6 +10,7 @@ import zmq
 
 from everchat.actors.device_remote import EnrollmentServer, JoinRefused, enroll
 from everchat.transport import Actor, KeyStore, Node, PeerLost, RemoteError, schema
+from polling import wait_until
 
 
 class WhoAsks(Actor):
@@ -61,6 +62,42 @@ def test_a_joined_computers_key_reaches_the_device_hub_only(tmp_path, server):
         with pytest.raises(RemoteError, match="reaches only 'devices', not 'log_writer'"):
             laptop.ask("log_writer", schema.Ping(b""), timeout=5.0)
         assert ops.ask("log_writer", schema.Ping(b""), timeout=5.0) == schema.Pong(ops_pair.public)
+    finally:
+        laptop.stop()
+        ops.stop()
+
+
+class Heard(Actor):
+    """Keeps every event it is given."""
+
+    def __init__(self, heard: list) -> None:
+        super().__init__()
+        self.heard = heard
+
+    def on_pong(self, msg, delivery):
+        self.heard.append(msg.payload)
+
+
+def test_a_joined_computers_key_cannot_subscribe_to_the_chats_events(tmp_path, server):
+    """The attacker's move: laptop's enrolled key subscribes to a topic on the hub's node
+    (its events socket carries turn text and job output). The handshake is refused, and
+    the refusal counted; an actor key subscribing the same way gets the event."""
+    node, keys = server
+    laptop, _ = client(tmp_path, node, keys, "laptop", "device.laptop")
+    ops, _ = client(tmp_path, node, keys, "ops", "ops")
+    stolen, seen = [], []
+    try:
+        laptop.host("spy", Heard, stolen)
+        ops.host("watcher", Heard, seen)
+        laptop.subscribe("turn", "spy")
+        ops.subscribe("turn", "watcher")
+        gateway = node._gateway
+        wait_until(lambda: gateway.zap_handler.refused >= 1, 10.0, "the refused handshake")
+        assert node.wait_subscribed("turn", 1, timeout=10.0)
+        node.publish("turn", schema.Pong(b"secret turn text"))
+        wait_until(lambda: seen, 10.0, "the watcher's event")
+        assert seen == [b"secret turn text"] and stolen == []
+        assert node._remote_subs.get("turn") == 1
     finally:
         laptop.stop()
         ops.stop()

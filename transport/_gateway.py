@@ -21,7 +21,8 @@ Over tcp each request's Delivery carries `peer`, the CURVE public key its connec
 made with (the ZAP User-Id libzmq attaches to every message of the connection), so an
 actor can check who asks (the device hub does, docs/HANDS.md §5). A key authorized as a
 joined computer's (`device.NAME` in authorized_keys) reaches the device hub only: a request
-of it to any other actor is refused here, and once such a key is revoked
+of it to any other actor is refused here, its connection to the events socket is refused
+at the handshake (it would read every topic), and once such a key is revoked
 (`KeyStore.revoke`) it gets nothing through, on a connection made before too. Both refusals
 answer an ask with RemoteError("PermissionError", why). (Other keys cost a set lookup per
 request: a revoked actor key still needs its connection closed, as before.)
@@ -47,7 +48,7 @@ from zmq.backend import zmq_poll
 
 from ._actor import K_BAD, K_REFUSED, K_STOPPED
 from ._errors import BadFrame
-from ._keys import DEVICE_HUB, ZAP_DOMAIN, ZAP_ENDPOINT, ZapHandler, own_uid
+from ._keys import DEVICE_HUB, ZAP_DOMAIN, ZAP_ENDPOINT, ZAP_EVENTS_DOMAIN, ZapHandler, own_uid
 from ._mailbox import QUEUED, Delivery, Mailbox
 from ._wire import (ASK, FLUSH, NOBLOCK, POLLIN, RCVMORE, event_frame, parse_event, parse_request, readable,
                     recv_frames, reply_frame, send_frames, tcp_address, topic_frame, tune)
@@ -102,6 +103,8 @@ class Gateway:
         for sock in (self.router, self.xpub):
             tune(sock, tcp=tcp)
             sock.zap_domain = ZAP_DOMAIN      # ipc too: with the NULL mechanism ZAP still asks us
+            if tcp and sock is self.xpub:
+                sock.zap_domain = ZAP_EVENTS_DOMAIN   # joined computers get no events (_keys.py)
             if tcp:
                 sock.curve_server = True
                 sock.curve_secretkey = node._pair.secret

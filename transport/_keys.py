@@ -34,13 +34,15 @@ from zmq.utils import z85
 
 from ._errors import TransportError
 
-__all__ = ["KeyPair", "KeyStore", "ZapHandler", "ZAP_ENDPOINT", "ZAP_DOMAIN", "DEVICE_HUB", "DEVICE_PREFIX",
+__all__ = ["KeyPair", "KeyStore", "ZapHandler", "ZAP_ENDPOINT", "ZAP_DOMAIN", "ZAP_EVENTS_DOMAIN", "DEVICE_HUB", "DEVICE_PREFIX",
            "own_uid", "peer_uid"]
 
 log = logging.getLogger("everchat.transport")
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"everchat"
+ZAP_EVENTS_DOMAIN = b"everchat-events"
+"""The XPUB's ZAP domain over tcp: a joined computer's key is refused there (it would read every event)."""
 DEVICE_HUB = "devices"    # the one actor a joined computer's key may reach (docs/HANDS.md §5)
 DEVICE_PREFIX = "device."  # authorized_keys names a joined computer's key `device.NAME`
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -240,6 +242,12 @@ class ZapHandler:
             return self._ipc(envelope, request_id, address, mechanism)
         key = z85.encode(frames[8]) if mechanism == b"CURVE" and len(frames) > 8 and len(frames[8]) == 32 else None
         if key is not None and key in self._allowed_keys():
+            if frames[4] == ZAP_EVENTS_DOMAIN and key.decode() in self._hub_only:
+                # A joined computer reaches the device hub's requests only; on the events
+                # socket it could subscribe to every topic (turn text, job output).
+                self.refused += 1
+                log.warning("%s: refused joined computer key %s on the events socket", self.ident, key.decode())
+                return [envelope, b"", b"1.0", request_id, b"400", b"events are not for joined computers", b"", b""]
             return [envelope, b"", b"1.0", request_id, b"200", b"OK", key, b""]
         self.refused += 1
         who = key.decode() if key is not None else f"mechanism {mechanism.decode(errors='replace')}"
