@@ -32,6 +32,13 @@ Who may touch the chat:
 - Actor processes log to `run/<name>.log`, never to the terminal they share with the
   person (P9); the warning about a stopped one names its file.
 
+Stopping (P10) is a normal end: the actors stop one at a time, workers first and the log
+writer last (everyone saves through it), each while the others it reports to still run. In
+the single placement every one stops in the node, which runs on until the last; in
+`processes` each process stops its actor before its node. The workers give up the model call
+in flight at once (actors/call_thread.py; its summary is built by the next run), so a model
+that never answers does not hold the close.
+
 The session reads `stopping`, `running(name)` and `incarnation(name)` to repeat its
 requests across restarts (P4). A client attached to the running chat (issue 10,
 actors/attach.py) reads the same three through `SupervisorStatus`, answered by `state()`.
