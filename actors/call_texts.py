@@ -19,6 +19,7 @@ __all__ = [
     "TASK_HEAD",
     "TURN_OPENING",
     "TaskInfo",
+    "agent_command",
     "agent_request",
     "leaf_task",
     "merge_task",
@@ -121,6 +122,12 @@ def agent_request(name: str, task: str) -> str:
     """The message the terminal's `/agent NAME TASK` sends: the person asking for an agent
     (R38: agents start only when the user asks)."""
     return f"Start an agent named {name} with this task: {task}"
+
+
+def agent_command(name: str, task: str) -> str:
+    """`/agent NAME TASK` as the chat logs it once the agent is started (P15): the person's
+    own words, which no model reads as a request (the agent exists already)."""
+    return f"/agent {name} {task.strip()}"
 
 
 def read_agent_request(text: str) -> tuple[str, str] | None:

@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from everchat.actors.call_thread import CallThread, Cancelled
 from everchat.actors.memory import LINE_LIMIT, cut_utf8
 from everchat.actors.models import Connection
 from everchat.actors.usage import metered, report
@@ -95,6 +96,7 @@ class CompactorWorker(Actor):
         self.summarizer = summarizer
         self._backoff = 0.0
         self._quiet = threading.Event()  # set when the worker stops: no more waiting
+        self._calls = CallThread(self.name)  # the model call, which a stop does not wait for (P10)
 
     def on_start(self) -> None:
         """Runs in the worker's thread: make the summarizer, then start pulling. A
@@ -103,13 +105,14 @@ class CompactorWorker(Actor):
         if self.summarizer == "scripted":
             self.summarizer = scripted_summary
         elif self.summarizer == "configured":
-            self.summarizer = configured_summarizer(lambda usage: self._record(report("compactions", usage)),
+            self.summarizer = configured_summarizer(lambda usage: self._calls.post(report("compactions", usage)),
                                                     self.settings, self.extra_tools)
         self.node.tell(self.name, schema.PullWork())
 
     def on_pull_work(self, msg: schema.PullWork, delivery) -> None:
         try:
-            job = self.node.ask(self.planner, schema.NextJob(worker=self.name), timeout=_PULL_SECONDS * 2)
+            job = self.node.ask(self.planner, schema.NextJob(worker=self.name), timeout=_PULL_SECONDS * 2,
+                                interruptible=True)  # a stop does not wait for work to come
             self._backoff = 0.0
         except (AskTimeout, PeerLost, ActorStopped, Refused) as error:
             # The planner restarts, is stopping, or is busy: ask again a little later
@@ -127,22 +130,42 @@ class CompactorWorker(Actor):
         except ActorStopped:
             return  # this worker's node is stopping: no more pulls
 
+    def on_stop_requested(self) -> None:
+        """Runs in the thread that stops the worker (P10): the call in flight is given up
+        at once (a model that never answers does not hold the chat's close), and no other
+        starts. Its job stays unbuilt: the next run of the chat builds it."""
+        self._quiet.set()
+        self._calls.cancel()
+
     def on_stop(self) -> None:
         self._quiet.set()
         super().on_stop()
 
     def _build(self, job: schema.BuildJob) -> None:
         try:
-            if getattr(self.summarizer, "tells_start", False):
-                text = self.summarizer(job, started=lambda: self._started(job))
-            else:
-                text = self.summarizer(job)
+            text = self._calls.run(lambda: self._summarize(job), self._posted)
+        except Cancelled:
+            log.info("%s: stopping; %d+%d is left for the next run", self, job.i << job.l, 1 << job.l)
+            return
         except Exception as error:  # any failure of the model call is reported, never silent (R30)
             log.warning("%s: building %d+%d failed: %s", self, job.i << job.l, 1 << job.l, error)
             self.node.tell(self.planner, schema.BuildFailed(l=job.l, i=job.i, reason=str(error), worker=self.name))
             self._record(report("compactions", failures=1))
             return
         self.node.tell(self.planner, schema.Built(l=job.l, i=job.i, text=text, worker=self.name))
+
+    def _summarize(self, job: schema.BuildJob) -> str:
+        """In the call's thread (`CallThread`): what it tells goes through `_posted`."""
+        if getattr(self.summarizer, "tells_start", False):
+            return self.summarizer(job, started=lambda: self._calls.post(job))
+        return self.summarizer(job)
+
+    def _posted(self, item) -> None:
+        """In the worker's thread: a usage report, or the job whose response started."""
+        if isinstance(item, schema.BuildJob):
+            self._started(item)
+        else:
+            self._record(item)
 
     def _record(self, usage: schema.RecordUsage) -> None:
         """Usage and failures to usage.json, through the log writer (figures only: a

@@ -24,7 +24,7 @@ from everchat.actors.goals import Goal, load_goal, save_goal
 from everchat.actors.planning import records_after
 from everchat.actors.store import ChatStore, CorruptRecord, Transcripts
 from everchat.actors.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
-from everchat.transport import Actor, TransportError, schema
+from everchat.transport import Actor, ActorStopped, TransportError, schema
 
 __all__ = ["LogWriter"]
 
@@ -97,7 +97,13 @@ class LogWriter(Actor):
         if not new:
             return  # a resent key: announced the first time
         lines = [self.store.message_line(i) for i in new]
-        self.node.tell(self.planner, schema.Logged(first=new[0], lines=lines))
+        try:
+            self.node.tell(self.planner, schema.Logged(first=new[0], lines=lines))
+        except ActorStopped as error:
+            # The chat is closing and the planner stopped first (P10): the message is
+            # logged, and the next planner plans it from the log as it starts (R22).
+            log.info("%s: messages %d ... %d logged while %s is stopped (%s); planned at the next start",
+                     self, new[0], new[-1], self.planner, error)
         self.node.publish("logged", schema.MessageLogged(i=new[-1], line_bytes=len(lines[-1].encode())))
 
     # -- reads -----------------------------------------------------------------------

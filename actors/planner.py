@@ -32,7 +32,7 @@ from everchat.actors.memory import Budget, key_of, name, node_of
 from everchat.actors.compaction import FAILURE_CAP, fallback_line
 from everchat.actors.planning import Planning
 from everchat.actors.prefix_gate import PrefixGate, prefix_chain
-from everchat.transport import Actor, TransportError, schema
+from everchat.transport import Actor, ActorStopped, TransportError, schema
 
 __all__ = ["PlannerActor", "StoreProxy", "failure_counts"]
 
@@ -169,6 +169,11 @@ class PlannerActor(Actor):
         self._tick()
 
     def _broken(self, error: Exception) -> None:
+        if isinstance(error, ActorStopped) and self.stop_asked:
+            # The chat is closing and the log writer with it: what was not saved is
+            # planned again by the next run (R22, R24), so this is no failure (P10).
+            log.info("%s: not saved, the chat is closing (%s)", self, error)
+            return
         log.error("%s: the log writer failed (%s); stopping so the supervisor restarts me", self, error)
         self.actor_ref.stop(block=False)
 
@@ -226,6 +231,9 @@ class PlannerActor(Actor):
         return None
 
     def on_built(self, msg: schema.Built, delivery) -> None:
+        """A worker built a node: saved, announced, then planned on (the jobs it starts,
+        the waits it ends). Also while the chat closes (P10): the announcement is then a
+        no-op of the stopping node, never an error that leaves the planning undone."""
         key = self._running_key(msg.l, msg.i, delivery, "a result")
         if key is None:
             return

@@ -38,6 +38,7 @@ import threading
 import time
 from pathlib import Path
 
+import pykka
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
@@ -113,8 +114,15 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
                 return 3
         return 0
     finally:
-        # The turn runner's stop may wait for its queued after-turn commands (issue 13,
-        # actors/after_turn.py); this process ends by os._exit, so that wait is here.
+        # The actor first, while the node runs (P10): what it handles last (a planner's
+        # summaries that came before the stop) still reaches its peers, and its saves are
+        # not refused as "stopped". The turn runner's stop may wait for its queued
+        # after-turn commands (issue 13, actors/after_turn.py); this process ends by
+        # os._exit, so that wait is here.
+        try:
+            node.stop_actor(name, timeout=_stop_seconds(name))
+        except pykka.Timeout:  # the node's stop below ends it
+            log.warning("%s: actor %s did not stop within %g s", node, name, _stop_seconds(name))
         node.stop(timeout=_stop_seconds(name))
 
 

@@ -17,7 +17,8 @@ into `Notice`s, R30); `next_event` hands them out in order. Everything else is a
 an actor: `send` and `stop` to the turn runner, `note` to the log writer, `status` and
 `view` to the planner, `zoom` and `date` read through the log writer (`turns.MemoryTools`,
 the same code the model's tools run; `zoom("Name")` reads an agent's transcript there,
-R38), `agents` and `stop_agent` to the agents actor.
+R38), `agent` (/agent NAME TASK: a spawn, then the person's line, P15), `agents` and
+`stop_agent` to the agents actor.
 
 P4: the supervisor restarts an actor process that dies (kill -9, a crash), so every ask
 the session makes goes through one retry policy (`_ask`): when the answer is that the
@@ -419,6 +420,26 @@ class ChatSession:
     def agents(self) -> list[dict]:
         """The chat's agents: rows `{name, state, task, position}` (R38)."""
         return self._ask("agents", schema.ListAgents(), timeout=_ASK_SECONDS).agents
+
+    def agent(self, name: str, task: str) -> tuple[schema.AgentAccepted, int]:
+        """R38, P15: `/agent NAME TASK` starts agent NAME at once, through the agents actor
+        as the model's `spawn` tool does, whatever turn runs (sent to the model instead, a
+        second /agent joined the first one's turn, R36, and no agent came of it). Then the
+        person's words, `/agent NAME TASK`, are logged as their message (no turn: the model
+        is not asked). Returns the agent's state (`working`, or `queued` behind
+        `agent_jobs` others) and the message's id. A bad name or task is a ValueError, a
+        name taken a RemoteError naming it; either way nothing is started or logged."""
+        from everchat.actors.call_texts import agent_command
+        from everchat.actors.hands import check_agent_name
+
+        check_agent_name(name)
+        if not task.strip():
+            raise ValueError("/agent NAME TASK: the task is missing")
+        key = f"agent-{uuid.uuid4().hex}"  # keyed both: repeated after a lost actor, still one agent, one line
+        accepted = self._ask("agents", schema.SpawnAgent(name=name, task=task.strip(), key=key), timeout=_ASK_SECONDS)
+        text = agent_command(name, task)
+        msg = schema.Append(kind="user", text=text, key=key, images=[], meta={"spawned": name})
+        return accepted, self._ask("log_writer", msg, timeout=_ASK_SECONDS).ids[0]
 
     def stop_agent(self, name: str) -> None:
         """/stop NAME: end agent `name`'s call and its device jobs; its report says it was

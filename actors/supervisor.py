@@ -32,6 +32,13 @@ Who may touch the chat:
 - Actor processes log to `run/<name>.log`, never to the terminal they share with the
   person (P9); the warning about a stopped one names its file.
 
+Stopping (P10) is a normal end: the actors stop one at a time, workers first and the log
+writer last (everyone saves through it), each while the others it reports to still run. In
+the single placement every one stops in the node, which runs on until the last; in
+`processes` each process stops its actor before its node. The workers give up the model call
+in flight at once (actors/call_thread.py; its summary is built by the next run), so a model
+that never answers does not hold the close.
+
 The session reads `stopping`, `running(name)` and `incarnation(name)` to repeat its
 requests across restarts (P4). A client attached to the running chat (issue 10,
 actors/attach.py) reads the same three through `SupervisorStatus`, answered by `state()`.
@@ -56,6 +63,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pykka
+
 from everchat.actors.after_turn import STOP_SECONDS
 from everchat.actors.catalog import NodeAgent, budget_to_json, build_actor, node_rows
 from everchat.actors.memory import Budget
@@ -74,6 +83,12 @@ _BACKOFF_MAX = 5.0
 _RESTART_LIMIT = 10  # restarts within _RESTART_WINDOW seconds before giving up
 _RESTART_WINDOW = 60.0
 _LAUNCH_SECONDS = 60.0  # a Register waits this long at most for its process to be known
+
+
+def _stop_wait(name: str) -> float:
+    """How long the stop waits for actor `name`: the turn runner's lets its queued
+    after-turn commands finish (issue 13), the others' 10 s."""
+    return STOP_SECONDS if name == "turn_runner" else 10.0
 
 
 class GaveUp(RuntimeError):
@@ -508,16 +523,12 @@ class Supervisor:
         # Workers first (all at once), the log writer last: everyone else saves through it.
         children = list(self.children.values())
         workers = [child for child in children if child.name.startswith("compactor.")]
-        for group in [workers] + [[child] for child in reversed(children) if child not in workers]:
-            # The turn runner's stop lets its queued after-turn commands finish (issue 13).
-            self._stop_processes(group, STOP_SECONDS if group and group[0].name == "turn_runner" else 10.0)
+        others = [child for child in reversed(children) if child not in workers]
         if self.node is not None and self.placement.mode == "single":
-            # Here too, the turn runner first, given that time: the node's stop gives each
-            # actor a few seconds, and the actors it reports through still run meanwhile.
-            try:
-                self.node.stop_actor("turn_runner", timeout=STOP_SECONDS)
-            except Exception as error:  # pykka's Timeout: the node's stop below ends it anyway
-                log.error("%s: turn_runner did not stop within %g s: %r", self, STOP_SECONDS, error)
+            self._stop_hosted(workers, others)
+        else:
+            for group in [workers] + [[child] for child in others]:
+                self._stop_processes(group, _stop_wait(group[0].name) if group else 10.0)
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
@@ -526,6 +537,25 @@ class Supervisor:
         if self._chat_lock.held:  # only the chat's own supervisor clears run/
             self._clear_run_dir()
             self._chat_lock.release()
+
+    def _stop_hosted(self, workers: list[_Child], others: list[_Child]) -> None:
+        """The single placement's actors, stopped one by one in `_stop_processes`'s order
+        while the node still runs (P10), so what each handles last still reaches the actors
+        it reports to: a summary that came before the stop is saved and planned on, not
+        refused as "supervisor is stopped". The workers hear first, all at once: a call in
+        flight and a wait for work are given up (their jobs are built by the next run).
+        The node's own stop ends whatever did not stop in time."""
+        for child in workers:
+            self.node.stop_actor(child.name, wait=False)
+        for child in workers:
+            if not self.node.wait_stopped(child.name, 10.0):
+                log.error("%s: %s did not stop within 10 s", self, child.name)
+        for child in others:
+            wait = _stop_wait(child.name)
+            try:
+                self.node.stop_actor(child.name, timeout=wait)
+            except pykka.Timeout:  # the node's stop ends it anyway
+                log.error("%s: %s did not stop within %g s", self, child.name, wait)
 
     def _stop_processes(self, children: list[_Child], wait: float = 10.0) -> None:
         """Ask `children`'s processes to stop, all at once, and wait for each (`wait` s, then kill)."""

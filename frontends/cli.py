@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     command = f"everchat {args.command or 'chat'}"
     with person_logging(command):
         try:
-            return _dispatch(args)
+            status = _dispatch(args)
+            sys.stdout.flush()  # a reader that left is seen here, not in the interpreter's last flush
+            return status
         except CommandError as error:
             say(f"everchat: {error}")
             return error.status
@@ -217,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             say("everchat: interrupted")
             return EXIT_INTERRUPTED
         except BrokenPipeError:
-            # The reader left (`everchat view | head`): not an error of ours; keep the
-            # interpreter from complaining again when it flushes stdout at exit.
+            # The reader left (`everchat status | head -c 10`): the command ends quietly, as
+            # other Unix tools do; keep the interpreter from complaining again when it
+            # flushes stdout at exit.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK
         except Exception as error:  # the safety net: a bug is one line; its traceback goes to a file
@@ -332,6 +335,8 @@ def _host_actors(args: argparse.Namespace) -> int:
         if args.command == "actor" and isinstance(error, PeerLost):
             raise CommandError(_join_failed(args, error, refused.seen)) from None
         raise CommandError(f"the chat in {args.data_dir} did not start: {error}") from None
+    except BrokenPipeError:  # the reader of our output left (`ops --once | head`): main ends quietly
+        raise
     except OSError as error:
         raise CommandError(f"cannot {args.command} the chat in {args.data_dir}: {os_error_words(error)}") from None
     finally:

@@ -224,6 +224,8 @@ def open_reader(path: Path) -> Iterator:
             yield chat
         except StoreError as error:
             raise _store_error(error, path) from None
+        except BrokenPipeError:  # the reader of our output left (`status | head`): the CLI ends quietly
+            raise
         except OSError as error:
             raise CommandError(f"cannot read the chat in {path}: {os_error_words(error)}") from None
 
@@ -245,6 +247,8 @@ def open_writer(path: Path) -> Iterator:
             yield chat
         except StoreError as error:
             raise _store_error(error, path) from None
+        except BrokenPipeError:  # as in open_reader
+            raise
         except OSError as error:
             raise CommandError(f"writing to the chat in {path} failed: {os_error_words(error)}") from None
 

@@ -16,7 +16,8 @@ from prompt_toolkit.document import Document
 
 from everchat.actors.hands import NAME_PATTERN
 
-__all__ = ["COMMANDS", "Command", "CommandCompleter", "Send", "Spec", "UsageError", "help_lines", "parse"]
+__all__ = ["COMMANDS", "Command", "CommandCompleter", "Send", "Spec", "UsageError", "agent_line", "help_lines",
+           "parse"]
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,9 @@ COMMANDS: dict[str, Spec] = {
         Spec("compact", "/compact", "wait until every pending summary is built", _none),
         Spec("stop", "/stop [NAME]", "end the running reply (kept, marked incomplete); also Ctrl-C. /stop NAME: "
                                      "end agent NAME's work (it reports that it was stopped)", _stop),
-        Spec("agent", "/agent NAME TASK", "ask for an agent named NAME to work on TASK in the background; "
-                                          "it reports into the chat as [NAME] … (R38)", _agent),
+        Spec("agent", "/agent NAME TASK", "start an agent named NAME on TASK in the background, at once "
+                                          "(also while a reply runs); it reports into the chat as [NAME] … (R38)",
+             _agent),
         Spec("agents", "/agents", "the chat's agents and their states", _none),
         Spec("goal", "/goal [TEXT]", "send TEXT and keep working, turn after turn, until a check finds the goal "
                                      "met (at most 30 turns in a row); /goal alone shows the goal", _goal),
@@ -175,6 +177,18 @@ def parse(line: str) -> Send | Command | UsageError | None:
         return Command(spec.name, spec.read(rest.strip()))
     except _Bad as error:
         return UsageError(f"/{spec.name} {error}. usage: {spec.usage}")
+
+
+def agent_line(accepted) -> str:
+    """What `/agent NAME TASK` answers the person once the agent exists (P15): started, or
+    queued behind the agents already working (`agent_jobs`, R38)."""
+    name = accepted.name
+    if accepted.state == "queued":
+        return (f"agent {name} is queued: as many agents as --agent-jobs allows work already; "
+                f"it starts when one ends and reports into the chat as [{name}] …")
+    if accepted.state == "accepted":  # a server's answer (`connect`): started, or queued
+        return f"agent {name} is on its way (started, or queued behind others); it reports into the chat as [{name}] …"
+    return f"agent {name} started; it reports into the chat as [{name}] …"
 
 
 def help_lines(name: str | None = None) -> list[str]:

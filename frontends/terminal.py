@@ -38,9 +38,8 @@ from prompt_toolkit.styles import Style
 
 from everchat.frontends.chat_view import Transcript, plain, status_lines, status_text
 from everchat.frontends.edge import hold_log_lines, say
-from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, help_lines, parse
-from everchat.actors.call_texts import agent_request
-from everchat.transport import AskTimeout
+from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, agent_line, help_lines, parse
+from everchat.transport import AskTimeout, RemoteError
 
 __all__ = ["Terminal", "run"]
 
@@ -467,9 +466,18 @@ class Terminal:
         self._emit()
 
     async def _cmd_agent(self, name: str, task: str) -> None:
-        """R38: agents start only when the person asks; the model reads this request and
-        calls spawn (the words are `agent_request`'s, which the demo model reads back)."""
-        await self._send(agent_request(name, task))
+        """R38, P15: the person asks for an agent, and it starts at once, whatever turn runs
+        (`session.agent`: a spawn, then their line logged); a refusal is said, and nothing
+        started."""
+        try:
+            accepted, _ = await self._ask(self.session.agent, name, task)
+        except RemoteError as error:  # the agents actor's own words (a name taken)
+            self.transcript.error(f"no agent started: {error.text}")
+            return
+        except Exception as error:
+            self.transcript.error(f"no agent started: {_words(error)}")
+            return
+        self.transcript.info(agent_line(accepted))
 
     async def _cmd_goal(self, text: str | None = None) -> None:
         """Issue 13: /goal TEXT sends TEXT and keeps the chat working on it; /goal alone shows it."""

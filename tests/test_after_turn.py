@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import sys
 import threading
+import time
 
-from everchat.actors.after_turn import LIMIT, HookRunner, hook_env, run_hook
+from everchat.actors.after_turn import LIMIT, HookResult, HookRunner, hook_env, run_hook
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
 from everchat.actors.turn_runner import TurnRunnerActor
@@ -56,14 +58,53 @@ def test_a_command_that_fails_or_cannot_start_says_so_with_its_output(tmp_path):
     assert not missing.ok and "exit code 127" in missing.detail
 
 
-def test_the_time_limit_kills_the_whole_process_group(tmp_path):
+def _timed_run(command: str, limit: float) -> tuple[float, HookResult]:
+    """`command` through a HookRunner (the turn runner's path) with `limit`: how long from
+    its submit to its result, and the result."""
+    done: queue.Queue = queue.Queue()
+    runner = HookRunner(command, chat=".", home=".", on_failure=lambda turn, detail: None, limit=limit,
+                        environ={"PATH": os.environ["PATH"]}, on_done=lambda turn, result: done.put(result))
+    try:
+        start = time.monotonic()
+        runner.submit(1)
+        result = done.get(timeout=limit * 20 + 30)
+        took = time.monotonic() - start
+    finally:
+        assert runner.close(timeout=30)
+    return took, result
+
+
+def test_the_time_limit_is_the_limit_in_time_and_kills_the_whole_process_group(tmp_path):
+    limit = 1.0
     pid_file = tmp_path / "child.pid"
     # a background child in the same group that would outlive the shell
     command = f"sleep 60 & echo $! > {pid_file}; echo started; wait"
-    result = run_hook(command, {"PATH": os.environ["PATH"]}, limit=0.5)
-    assert not result.ok and result.detail == "the after-turn command was killed after 0.5 s:\nstarted"
+    took, result = _timed_run(command, limit)
+    assert not result.ok and result.detail == f"the after-turn command was killed after {limit:g} s:\nstarted"
     child = int(pid_file.read_text())
-    wait_until(lambda: _gone(child), 10, "the background child killed with its group")
+    try:
+        assert limit <= took < 3 * limit, took  # the limit itself, not a word about it (ratio, not a fixed bound)
+        wait_until(lambda: _gone(child), limit, "the background child killed with its group, at once")
+    finally:
+        _end(child)
+
+
+def test_a_command_that_ends_in_time_is_not_killed_and_what_it_left_running_ends_with_it(tmp_path):
+    limit = 5.0
+    pid_file = tmp_path / "child.pid"
+    took, result = _timed_run(f"sleep 60 & echo $! > {pid_file}; exit 0", limit)
+    child = int(pid_file.read_text())
+    try:
+        assert result.ok and took < limit, took
+        wait_until(lambda: _gone(child), limit, "the child it left behind ended with it")
+    finally:
+        _end(child)
+
+
+def _end(pid: int) -> None:
+    """A test's own leftover, ended if the code under test failed to (never another's)."""
+    if not _gone(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _gone(pid: int) -> bool:
@@ -224,7 +265,9 @@ def test_the_supervisor_waits_for_the_turn_runner_as_long_as_its_commands_may_ta
     from everchat.actors import after_turn, supervisor
 
     assert after_turn.STOP_SECONDS >= 5.0 + after_turn.CLOSE_START_SECONDS + LIMIT
-    assert "STOP_SECONDS" in inspect.getsource(supervisor.Supervisor.stop)
+    # the wait the stop gives each actor, in both placements (Supervisor.stop, _stop_hosted)
+    assert supervisor._stop_wait("turn_runner") == after_turn.STOP_SECONDS
+    assert "_stop_wait" in inspect.getsource(supervisor.Supervisor.stop)
 
 
 def test_the_last_turns_command_of_ask_runs_before_ask_ends(monkeypatch, tmp_path, fake, capsys):

@@ -1,7 +1,8 @@
-"""The agents' front ends (R38, R35): `/agent NAME TASK` sends the person's request in
-its fixed words, `/stop NAME` stops an agent, `/agents` lists them (the real terminal
-application on a pipe, over a scripted session); `everchat agents` and `everchat zoom
-NAME` read the transcripts read-only (R5) when no chat runs."""
+"""The agents' front ends (R38, R35): `/agent NAME TASK` starts the agent at once and logs
+the person's line (P15: from the terminal, the page and `connect`, two quick ones make two
+agents), `/stop NAME` stops an agent, `/agents` lists them (the real terminal application
+on a pipe, over a scripted session, then over the real ChatSession); `everchat agents` and
+`everchat zoom NAME` read the transcripts read-only (R5) when no chat runs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from test_turns_wire import fake, server  # noqa: F401 (fixtures)
 
 from everchat.actors.chat import Chat
 from everchat.actors.store import Transcripts
+from everchat.transport import RemoteError, schema
 
 
 class AgentSession(ScriptedSession):
@@ -31,13 +33,26 @@ class AgentSession(ScriptedSession):
     def stop_agent(self, name):
         self.stopped_agents.append(name)
 
+    def agent(self, name, task):
+        self.spawned.append((name, task))
+        if name == "Taken":
+            raise RemoteError("AgentError", "an agent named Taken exists already (done)")
+        return schema.AgentAccepted(name, "queued" if name == "Later" else "working", ""), 7
 
-def test_r38_agent_sends_the_request_and_stop_name_and_agents_reach_the_session():
+
+def test_r38_agent_starts_it_and_stop_name_and_agents_reach_the_session():
     session = AgentSession()
+    session.spawned = []
     with running(session) as run:
         run.line("/agent Scout find the bug in x.py")
-        run.wait(lambda t: session.sent, "the request sent")
-        assert session.sent == [("Start an agent named Scout with this task: find the bug in x.py", ())]
+        run.wait_printed("agent Scout started; it reports into the chat as [Scout] …")
+        assert run.terminal.printed.count("› /agent Scout find the bug in x.py") == 1
+        run.line("/agent Later wait")
+        run.wait_printed("agent Later is queued")
+        run.line("/agent Taken again")
+        run.wait_printed("no agent started: an agent named Taken exists already (done)")
+        assert session.spawned == [("Scout", "find the bug in x.py"), ("Later", "wait"), ("Taken", "again")]
+        assert session.sent == []  # P15: nothing goes to the model
         run.line("/stop Scout")
         run.wait_printed("Scout is asked to stop")
         assert session.stopped_agents == ["Scout"]
@@ -114,3 +129,95 @@ def test_r35_a_sessions_zoom_name_reads_the_transcript_through_the_log_writer(mo
             session.zoom("Nobody")
         with pytest.raises(ZoomError, match="has 1 page, not page 2"):
             session.zoom("Scout", 1, 2)
+
+
+# -- P15: every /agent makes an agent, on the real chat ------------------------------------------
+
+TASKS = {"Ada": "compare the two logs", "Bob": "list what changed"}
+
+
+def _demo(home):
+    from everchat.actors import config
+
+    return config.load({"demo": True}, env={}, home=home)
+
+
+def _agents_and_lines(chat) -> tuple[set, list]:
+    """The agents the chat's transcripts hold, and the person's /agent lines in its log."""
+    from everchat.frontends.commands_agents import folder_agents
+
+    with Chat.open(chat, writer=False) as reader:
+        lines = [reader.store.message(i).text for i in range(reader.store.message_count)
+                 if reader.store.message(i).kind == "user"]
+    return {row["name"] for row in folder_agents(chat)}, lines
+
+
+def _wait_for_both(chat):
+    from polling import wait_until
+
+    wait_until(lambda: _agents_and_lines(chat)[0] >= set(TASKS), 60, "two agents")
+    names, lines = _agents_and_lines(chat)
+    assert names == set(TASKS)
+    assert lines == [f"/agent {name} {task}" for name, task in TASKS.items()]  # the person's words, once each
+
+
+def test_p15_two_quick_agent_commands_in_the_terminal_start_two_agents(tmp_path):
+    from everchat.actors.session import ChatSession
+
+    session = ChatSession.open(_demo(tmp_path))
+    try:
+        with running(session) as run:
+            for name, task in TASKS.items():  # the second while the first is just starting
+                run.line(f"/agent {name} {task}")
+            _wait_for_both(session.settings.chat_dir)
+            run.wait_printed("agent Bob started")
+    finally:
+        session.close()
+
+
+def test_p15_two_quick_agent_commands_on_the_page_start_two_agents_and_a_taken_name_is_a_400(tmp_path):
+    import asyncio
+
+    from web_world import run, served
+
+    world = served(tmp_path, _demo(tmp_path / "home"))
+    web = next(world)
+    try:
+        async def page(*texts):
+            async with web.client() as client:
+                await web.sign_in(client)
+
+                async def send(text):
+                    async with client.post(web.base + "/api/send", json={"text": text},
+                                           headers={"Origin": web.origin}) as response:
+                        return response.status, await response.json()
+
+                return await asyncio.gather(*(send(text) for text in texts))
+
+        sent = run(page(*(f"/agent {name} {task}" for name, task in TASKS.items())))  # at once
+        assert [status for status, _ in sent] == [200, 200]
+        _wait_for_both(web.chat)
+        [(status, answer)] = run(page("/agent Ada once more"))
+        assert status == 400 and "an agent named Ada exists already" in answer["error"]
+        _wait_for_both(web.chat)  # nothing more started or logged
+    finally:
+        world.close()
+
+
+def test_p15_two_quick_agent_commands_over_connect_start_two_agents(tmp_path):
+    from test_connect import Web
+
+    from everchat.frontends.web.remote import RemoteSession
+
+    web = Web(tmp_path, _demo(tmp_path))
+    try:
+        remote = RemoteSession.connect(web.link)
+        try:
+            for name, task in TASKS.items():
+                accepted, ident = remote.agent(name, task)
+                assert accepted.name == name and ident >= 0
+        finally:
+            remote.close()
+        _wait_for_both(web.session.settings.chat_dir)
+    finally:
+        web.close()

@@ -1,6 +1,7 @@
 """The hands in the front ends (R38, R39): the terminal shows an agent's news and the chat's
 own shell output as it comes; the page gets both as events; `/agent NAME TASK` on the page
-goes out as the terminal's `/agent` does, and a bad one is refused before anything is sent."""
+starts the agent as the terminal's `/agent` does (P15: `ChatSession.agent`), and a bad one
+is refused before anything is sent."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import types
 
 import pytest
 
-from everchat.actors.call_texts import agent_request
 from everchat.frontends.chat_view import Transcript, plain
 from everchat.frontends.web.chat import WebChat
 from everchat.frontends.web.hub import translate
@@ -59,6 +59,10 @@ class _Session:
         self.asked.append((target, msg))
         return schema.InputLogged(ids=[3], turn=3, joined=False)
 
+    def agent(self, name, task):
+        self.asked.append(("agent", (name, task)))
+        return schema.AgentAccepted(name, "working", ""), 5
+
     def stop(self):
         self.stopped.append(None)
 
@@ -72,11 +76,11 @@ def _chat(session) -> WebChat:
     return chat
 
 
-def test_r38_agent_on_the_page_is_sent_as_the_terminals_agent_request():
+def test_r38_p15_agent_on_the_page_starts_it_as_the_terminals_agent_does():
     session = _Session()
-    _chat(session).send("/agent Ada  compare the two logs ", [])
-    ((target, msg),) = session.asked
-    assert target == "turn_runner" and msg.text == agent_request("Ada", "compare the two logs")
+    logged = _chat(session).send("/agent Ada  compare the two logs ", [])
+    assert session.asked == [("agent", ("Ada", "compare the two logs"))]  # no turn: the model is not asked
+    assert logged == schema.InputLogged(ids=[5], turn=-1, joined=False)
 
 
 @pytest.mark.parametrize("text, said", [("/agent 9lives do it", "starts with a letter"),

@@ -3,10 +3,14 @@ user (libzmq reads the peer's credentials from the unix socket and the node's ZA
 checks the uid), whatever the socket file's mode; and the supervisor makes `run/`, its
 sockets and its files owner-only whatever the umask.
 
-The other user is real: `nobody` (uid 65534) through `setpriv`, so these tests need root
-and Linux's setpriv; the owner's own client is another node of this process, over the same
-socket. Nothing here sleeps: the intruder reports the handshake's outcome as its socket's
-monitor sees it (refused or connected, then the reply if one comes).
+The other user is real: `nobody` (uid 65534). The intruder starts as root with this
+venv's Python, imports what it needs, then drops to nobody's uid and gids for good before
+it makes any socket: the attacker's move is a connection from another uid, and nobody
+needs no access to the clone or its venv (a clone in a 0700 folder imported nothing as
+nobody: `ModuleNotFoundError: No module named 'zmq'`). So these tests need root. The
+owner's own client is another node of this process, over the same socket. Nothing here
+sleeps: the intruder reports the handshake's outcome as its socket's monitor sees it
+(refused or connected, then the reply if one comes).
 """
 
 from __future__ import annotations
@@ -26,17 +30,23 @@ from everchat.transport import Actor, Node, schema
 
 NOBODY = 65534
 needs_another_user = pytest.mark.skipif(
-    not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
-    reason="runs a client as another user: needs root and setpriv")
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="runs a client as another user: needs root (to become nobody)")
 
-# Run as `nobody`: connect to argv[1] with a DEALER (argv[2] == "ask": then ask a Ping of the
-# actor "echo") or a SUB (argv[2] == "sub"), and print what happens, one word a line:
-# "refused" (the handshake failed on authentication), "connected", "reply <payload>".
+# Imports as root, becomes `nobody` (uid and gid 65534, no other groups; checked), then
+# connects to argv[1] with a DEALER (argv[2] == "ask": then ask a Ping of the actor "echo")
+# or a SUB (argv[2] == "sub"), and prints what happens, one word a line: "refused" (the
+# handshake failed on authentication), "connected", "reply <payload>".
 _INTRUDER = textwrap.dedent("""
-    import sys, time, zmq
+    import os, sys, time, zmq
     from zmq.utils.monitor import recv_monitor_message
     from everchat.transport._wire import ASK, parse_reply, request_frame
     from everchat.transport.schema import Ping
+    nobody = int(sys.argv[3])
+    os.setgroups([])
+    os.setgid(nobody)
+    os.setuid(nobody)
+    assert os.getresuid() == (nobody,) * 3 and os.getresgid() == (nobody,) * 3 and os.getgroups() == []
     endpoint, mode = sys.argv[1], sys.argv[2]
     sock = zmq.Context().socket(zmq.DEALER if mode == "ask" else zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
@@ -58,10 +68,17 @@ class Echo(Actor):
         return schema.Pong(msg.payload)
 
 
+def _searchable(folder: Path) -> bool:
+    """Every folder from the root down to `folder` lets others through (o+x)."""
+    return all(part.stat().st_mode & stat.S_IXOTH for part in [folder, *folder.parents])
+
+
 @pytest.fixture
 def open_folder():
-    """A folder every user may enter (pytest's own temporary folders are root's 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="everchat-p5-"))
+    """A folder every user may enter: pytest's own temporary folders are root's 0700, and
+    so may be the temporary folder itself (a TMPDIR of a 0700 folder); then /tmp."""
+    base = Path(tempfile.gettempdir()).resolve()
+    folder = Path(tempfile.mkdtemp(prefix="everchat-p5-", dir=base if _searchable(base) else "/tmp"))
     folder.chmod(0o755)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -80,8 +97,7 @@ def served(open_folder):
 
 
 def intrude(endpoint: str, mode: str) -> list[str]:
-    done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                           sys.executable, "-c", _INTRUDER, endpoint, mode],
+    done = subprocess.run([sys.executable, "-c", _INTRUDER, endpoint, mode, str(NOBODY)],
                           capture_output=True, text=True, timeout=60, cwd="/")
     assert done.returncode == 0, done.stderr
     return done.stdout.split("\n")[:-1]

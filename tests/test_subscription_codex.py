@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -439,6 +440,35 @@ def test_the_child_environment_has_no_api_keys(monkeypatch):
 
     assert "OPENAI_API_KEY" not in env and "CODEX_API_KEY" not in env
     assert env["CODEX_HOME"] == "/somewhere"  # the login stays
+
+
+def test_api_key_variables_never_reach_the_real_codex(server, tmp_path, monkeypatch):
+    """End to end, as Claude Code's test: the real connection starts the real binary through
+    a wrapper that records the environment it was given, then execs codex, which answers.
+    The keys in our environment (the `codex` fixture's) are not in it; the login is."""
+    home = fake_home(tmp_path / "codex-home", server.openai_base_url)
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-reach-codex")
+    monkeypatch.setenv("CODEX_API_KEY", "sk-must-not-reach-codex")
+    seen = tmp_path / "codex-environment.json"
+    wrapper = tmp_path / "codex"
+    wrapper.write_text(f"#!{sys.executable}\n"
+                       "import json, os, sys\n"
+                       f"with open({str(seen)!r}, 'w') as out:\n"
+                       "    json.dump(dict(os.environ), out)\n"
+                       f"os.execv({codex_executable()!r}, [{codex_executable()!r}, *sys.argv[1:]])\n",
+                       encoding="utf-8")
+    wrapper.chmod(0o700)
+    server.script(Reply(Text("On the login.")))
+    connection = CodexConnection(str(wrapper), model_provider=FAKE_PROVIDER, timeout=120, state_dir=tmp_path / "state")
+    try:
+        assert texts(list(connection.stream(request("Say hello.")))) == "On the login."
+    finally:
+        connection.close()
+    child = json.loads(seen.read_text(encoding="utf-8"))
+    assert "OPENAI_API_KEY" not in child and "CODEX_API_KEY" not in child
+    assert not [value for value in child.values() if "sk-must-not-reach-codex" in value]
+    assert child["CODEX_HOME"] == str(home)  # the login stays
 
 
 # --- the adapter against recorded streams ---------------------------------------------------

@@ -95,7 +95,12 @@ class Actor(pykka.ThreadingActor):
       exception never gets here: it is answered or logged and counted instead).
     - `on_events_missed(topic, count)`: events of `topic` were dropped before reaching this
       actor (its mailbox was full, or the publisher's queue towards this process was).
-    When the actor stops, every ask it has not answered is answered with ActorStopped.
+    - `on_stop_requested()`: the one hook *not* run in the actor's thread: it runs in the
+      thread that asks the stop (`stop_actor`, `node.stop()`), at once, while a handler may
+      still be busy. If it raises, the traceback is logged; the stop goes on.
+    When the actor stops, every ask it has not answered is answered with ActorStopped. A
+    tell whose handler raises ActorStopped once the actor's stop was asked (a peer closed
+    before it, the usual race of a shutdown) is logged at info, not as an error (P10).
     """
 
     mailbox_size: ClassVar[int] = 1000
@@ -128,6 +133,24 @@ class Actor(pykka.ThreadingActor):
     def on_failure(self, exception_type: type[BaseException] | None,
                    exception_value: BaseException | None, traceback: TracebackType | None) -> None:
         """Runs in the actor's thread when its loop breaks (not for handler errors)."""
+
+    def on_stop_requested(self) -> None:
+        """Runs in the thread that asks this actor to stop, before the messages queued
+        before the stop are handled: an actor whose handler may wait long (a model call
+        that never answers, P10) sets an event here so that handler gives up. Must not
+        block."""
+
+    def _stop_requested(self) -> None:   # the node calls this as it asks the stop
+        try:
+            self.on_stop_requested()
+        except Exception:
+            log.error("%s: on_stop_requested raised", self, exc_info=True)
+
+    @property
+    def stop_asked(self) -> bool:
+        """This actor's stop was asked (it may still be handling what came before)."""
+        mailbox = self._mailbox
+        return mailbox is not None and (not mailbox.alive or getattr(mailbox.node, "_stopping", False))
 
     def on_events_missed(self, topic: str, count: int) -> None:
         """Runs in the actor's thread after `count` events of `topic` were dropped on their
@@ -169,7 +192,9 @@ class Actor(pykka.ThreadingActor):
             result = handler(self, msg, message)
         except Exception as exc:
             recorder.errors += 1
-            if message._route is not None:
+            if message._route is None and isinstance(exc, ActorStopped) and self.stop_asked:
+                log.info("%s: tell %s from %s not finished: %s (stopping)", self, cls.type_name, message.sender, exc)
+            elif message._route is not None:
                 log.info("%s: %s from %s raised; the error goes back to the asker", self,
                          cls.type_name, message.sender, exc_info=True)
                 answer = ErrorReply(type(exc).__name__, str(exc))

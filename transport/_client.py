@@ -170,10 +170,12 @@ class Client:
 
     # ---- waiting for the reply ----
 
-    def wait_reply(self, request_id: int, deadline: float, target: str, stoppable: bool = True) -> Any:
+    def wait_reply(self, request_id: int, deadline: float, target: str, stoppable: bool = True,
+                   asker: Any = None) -> Any:
         """The message object (unchecked) of the reply to `request_id`. Raises AskTimeout at
         the deadline (PeerLost if the connection is down by then), PeerLost once the
-        connection drops, ActorStopped when our node stops. Replies to earlier asks are
+        connection drops, ActorStopped when our node stops (or `asker`, the asking actor's
+        mailbox, is asked to stop: `Node.ask(interruptible=True)`). Replies to earlier asks are
         dropped and counted as late. Each reply is one frame: a peer that sends more parts
         gets each part judged (and counted) as a frame of its own."""
         lost = self.lost
@@ -210,6 +212,9 @@ class Client:
             if stoppable and node._stopping:
                 self._restore()
                 raise ActorStopped(f"{node.ident} stopped while asking {target!r}")
+            if asker is not None and not asker.alive:
+                self._restore()
+                raise ActorStopped(f"{asker.ident} was asked to stop while asking {target!r}")
             left = deadline - _monotonic()
             if left <= 0:
                 self._restore()

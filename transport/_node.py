@@ -117,6 +117,7 @@ class Node:
         self._router_lock = threading.Lock()
         self._started = False
         self._stopping = False
+        self.dropped_stopped = 0  # events not published because the node was stopping (P10)
 
     @staticmethod
     def _check_bind(bind: str | None, keys: KeyStore | None) -> str | None:
@@ -166,13 +167,15 @@ class Node:
         for mailbox in list(self._mailboxes.values()):
             if mailbox.alive and mailbox.actor is not None:
                 mailbox.alive = False
+                mailbox.actor._stop_requested()
                 stopping.append((mailbox, mailbox.actor.actor_ref.stop(block=False)))
         for mailbox, future in stopping:
             try:
                 future.get(timeout=max(0.0, end - _monotonic()))
             except pykka.Timeout:
                 log.warning("%s did not stop within %.1f s", mailbox.ident, timeout)
-        for mailbox, _ in stopping:                   # let each finish its teardown: its sockets
+        for mailbox in list(self._mailboxes.values()):  # let each finish its teardown: its sockets
+            # (also one stopped before by stop_actor(wait=False), or whose teardown still runs)
             if mailbox.thread_object is not None and mailbox.thread_object is not threading.current_thread():
                 mailbox.thread_object.join(max(0.0, end - _monotonic()))
         self._push([OP_QUIT])
@@ -225,14 +228,35 @@ class Node:
             actor._start_actor_loop()
         return actor.actor_ref
 
-    def stop_actor(self, name: str, timeout: float = 5.0) -> bool:
+    def stop_actor(self, name: str, timeout: float = 5.0, *, wait: bool = True) -> bool:
         """Stop the actor hosted as `name` after it handles what is already queued; new
-        messages to it raise ActorStopped. False when it was not running."""
+        messages to it raise ActorStopped. Its `on_stop_requested` runs first, here. False
+        when it was not running. `wait`: block until it stopped and its thread closed its
+        sockets (pykka.Timeout after `timeout`); False returns at once (`wait_stopped`
+        waits later)."""
         mailbox = self._mailboxes.get(name)
         if mailbox is None or not mailbox.alive:
             return False
         mailbox.alive = False
-        return bool(mailbox.actor.actor_ref.stop(block=True, timeout=timeout))
+        mailbox.actor._stop_requested()
+        if not wait:
+            mailbox.actor.actor_ref.stop(block=False)
+            return True
+        end = _monotonic() + timeout
+        stopped = bool(mailbox.actor.actor_ref.stop(block=True, timeout=timeout))
+        if not self.wait_stopped(name, max(0.0, end - _monotonic())):
+            raise pykka.Timeout(f"{mailbox.ident} stopped but its thread did not end within {timeout} s")
+        return stopped
+
+    def wait_stopped(self, name: str, timeout: float) -> bool:
+        """Wait until the actor hosted as `name` has stopped and left its thread; False on
+        timeout (True when it never ran)."""
+        mailbox = self._mailboxes.get(name)
+        thread = mailbox.thread_object if mailbox is not None else None
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def _enter_actor_thread(self, mailbox: Mailbox) -> None:
         self._tls.mailbox = mailbox
@@ -303,14 +327,19 @@ class Node:
                 log.warning("%s: queue to %s full, dropping %s (%d so far)", self.ident, target,
                             msg.type_name, recorder.dropped_full)
 
-    def ask(self, target: str, msg: Message, timeout: float) -> Message:
+    def ask(self, target: str, msg: Message, timeout: float, *, interruptible: bool = False) -> Message:
         """Send `msg` to `target` and return its reply. Raises AskTimeout, PeerLost,
-        ActorStopped, RemoteError(kind, text), Refused, or BadFrame (see each docstring)."""
+        ActorStopped, RemoteError(kind, text), Refused, or BadFrame (see each docstring).
+        `interruptible`: asked from an actor's thread, the wait also ends (ActorStopped)
+        as soon as that actor's stop is asked: for a wait for work, which a stop must not
+        wait out (a compactor's NextJob, P10). Other asks of a stopping actor still get
+        their reply: it may be saving what it handles last."""
         self._check_message(msg)
         deadline = _monotonic() + timeout
+        asker = self._tls.mailbox if interruptible else None
         mailbox = self._mailboxes.get(target)
         if mailbox is not None and mailbox.alive:
-            return self._ask_local(mailbox, msg, deadline)
+            return self._ask_local(mailbox, msg, deadline, asker)
         address = self._address(target, mailbox)
         request_id = next(self._rids)
         frame = request_frame(ASK, request_id, target, self._sender(), time.time() + timeout, msg)
@@ -318,12 +347,12 @@ class Node:
         try:
             client = self._client(address)
             client.send(frame, REFUSE if msg.policy == DROP else msg.policy, deadline, deadline)
-            body = client.wait_reply(request_id, deadline, target)
+            body = client.wait_reply(request_id, deadline, target, asker=asker)
         finally:
             self._busy.discard(busy)
         return unwrap(from_obj(body))
 
-    def _ask_local(self, mailbox: Mailbox, msg: Message, deadline: float) -> Message:
+    def _ask_local(self, mailbox: Mailbox, msg: Message, deadline: float, asker: Mailbox | None = None) -> Message:
         if mailbox.thread == threading.get_ident():
             raise TransportError(f"{mailbox.ident} asked itself: it would wait for itself")
         slot = Slot()
@@ -335,6 +364,8 @@ class Node:
                 raise AskTimeout(f"{self.ident}: no reply from {mailbox.ident} in time")
             if self._stopping:
                 raise ActorStopped(f"{self.ident} stopped while asking {mailbox.ident}")
+            if asker is not None and not asker.alive:
+                raise ActorStopped(f"{asker.ident} was asked to stop while asking {mailbox.ident}")
         return unwrap(slot.value)
 
     def _send_reply(self, identity: bytes, request_id: int, msg: Message) -> bool:
@@ -369,7 +400,14 @@ class Node:
 
     def publish(self, topic: str, msg: Message) -> None:
         """Deliver event `msg` to every subscriber of `topic`: local ones directly, each
-        other process once (if it subscribed). Full mailboxes follow the type's policy."""
+        other process once (if it subscribed). Full mailboxes follow the type's policy.
+        On a node that is stopping it is a no-op, counted in `dropped_stopped` (P10): no
+        subscriber can get the event any more, and the publisher's handler goes on (an
+        actor handling what was queued before its stop must finish its bookkeeping)."""
+        if self._stopping and isinstance(msg, Message):
+            self.dropped_stopped += 1
+            log.info("%s: %s on %r not published: the node is stopping", self.ident, msg.type_name, topic)
+            return
         self._check_message(msg)
         sender = self._sender()
         for mailbox in self._subscribers.get(topic, ()):

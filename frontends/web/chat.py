@@ -14,10 +14,9 @@ import uuid
 from typing import Any
 
 from everchat.actors.memory import PLACEHOLDER, key_of, render_line
-from everchat.actors.call_texts import agent_request
 from everchat.actors.hands import check_agent_name
 from everchat.actors.memory_tools import ZoomError
-from everchat.transport import schema
+from everchat.transport import RemoteError, schema
 
 __all__ = ["WebChat", "parse_view", "parse_line", "message_json", "HISTORY_LIMIT", "REPLY_SCAN"]
 
@@ -163,11 +162,15 @@ class WebChat:
 
     def send(self, text: str, digests: list[str]) -> schema.InputLogged:
         """R36: log the person's message; a new turn, or joined to the running one.
-        `/agent NAME TASK` goes out as the terminal's does (R38: the person asks the model
-        for an agent, in one fixed form)."""
+        `/agent NAME TASK` starts the agent at once and logs the line without a turn, as the
+        terminal's does (P15, `ChatSession.agent`); a name taken is a ValueError (a 400)."""
         agent = _agent_command(text)
         if agent is not None:
-            text = agent_request(*agent)
+            try:
+                _, ident = self.session.agent(*agent)
+            except RemoteError as error:
+                raise ValueError(error.text) from None
+            return schema.InputLogged(ids=[ident], turn=-1, joined=False)
         msg = schema.UserInput(text=text, images=list(digests), key=f"input-{uuid.uuid4().hex}")
         return self.session._ask("turn_runner", msg, timeout=self.session.settings.settle_timeout + 2 * _ASK_SECONDS)
 

@@ -385,6 +385,16 @@ class RemoteSession:
                 self._inflight.remove(text)
                 self._sends.notify_all()
 
+    def agent(self, name: str, task: str) -> tuple[schema.AgentAccepted, int]:
+        """P15: `/agent NAME TASK` on the server's chat, as its page sends it: the server
+        starts the agent at once and logs the line. Its answer is the line's id only, so
+        the state is "accepted" (working, or queued behind others)."""
+        from everchat.actors.call_texts import agent_command
+
+        text = agent_command(name, task)
+        ident = self._send_own("/api/send", text, {"text": text, "images": []})
+        return schema.AgentAccepted(name=name, state="accepted", detail=""), ident
+
     def stop(self) -> None:
         """R37: end the running reply (kept, marked incomplete). No turn: nothing happens."""
         self._call(self._request("POST", "/api/stop", payload={}), CALL_SECONDS)
