@@ -10,7 +10,9 @@ command after each turn.
   `EVERCHAT_TURN` (the id of the message that opened the turn), `EVERCHAT_CHAT` (the chat
   folder) and `EVERCHAT_HOME` (Everchat's home, as the chat uses it).
 - It runs in the chat process's working folder (where Everchat was started); what it leaves
-  running in its process group when it exits is ended with it.
+  running when it exits is ended with it, also a process that left its group (`setsid`) or
+  was orphaned on purpose: it runs under the devices' job keeper (actors/job_keeper.py,
+  `--end-rest`), which keeps the whole tree it started (P16 of issue 20).
 - `HookRunner` runs them one at a time, in the order the turns ended, on a thread of its
   own: a slow command never delays the next turn, and commands never overlap.
 - Closing (the chat exits, a one-shot `ask` ends) takes no new command, and the commands
@@ -24,7 +26,8 @@ command after each turn.
   that end after the close are kept too (`failed_since_close`): the closing front end may no
   longer hear them as events, so the turn runner hands them to it (`CloseAfterTurn`).
 
-Works on Linux and macOS: only `subprocess`, `os.killpg` and `start_new_session`.
+Works on Linux and macOS: the keeper reads the process tree from /proc on Linux (as a
+child subreaper) and from `ps` elsewhere (docs/HANDS.md §4 says what that misses).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -42,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from everchat.actors.credentials import is_credential
+from everchat.actors.job_keeper import kill_tree
 
 __all__ = ["CLOSE_START_SECONDS", "LIMIT", "STOP_SECONDS", "HookResult", "HookRunner", "hook_env", "run_hook"]
 
@@ -82,30 +87,39 @@ class HookResult:
     detail: str = ""
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+_KEEPER = Path(__file__).with_name("job_keeper.py")
+_GRACE = 0.5  # seconds a killed process has between SIGTERM and SIGKILL
+_KEEPER_MARGIN = 5.0  # seconds past that the keeper has before we kill its tree from here
+
+
+def _end_keeper(proc: subprocess.Popen) -> None:
+    """The limit: the keeper kills every process the command started, then ends."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
         pass
-    except OSError:  # no process groups here: the shell at least
+    try:
+        proc.wait(_GRACE + _KEEPER_MARGIN)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid, 0.0)
         proc.kill()
+        proc.wait()
 
 
 def run_hook(command: str, env: Mapping[str, str], *, limit: float = LIMIT, cwd: str | Path | None = None) -> HookResult:
     """Run `command` once (see the module's docstring); its result, never an exception."""
     with tempfile.TemporaryFile() as out:
         try:
-            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=out,
+            proc = subprocess.Popen([sys.executable, "-I", "-S", str(_KEEPER), "--end-rest", f"{_GRACE:g}",
+                                     "/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True)
         except OSError as error:
             return HookResult(False, f"the after-turn command could not start: {error}")
         try:
             code = proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            proc.wait()
+            _end_keeper(proc)
             return HookResult(False, f"the after-turn command was killed after {limit:g} s{_tail(out)}")
-        _kill_group(proc)  # what it left running in its group ends with it
         if code != 0:
             how = f"signal {-code}" if code < 0 else f"exit code {code}"
             return HookResult(False, f"the after-turn command failed ({how}){_tail(out)}")

@@ -2,9 +2,10 @@
 every process it started ends, also one that left the job's process group (`setsid`) or
 was orphaned on purpose (a double fork).
 
-    python -I -S job_keeper.py GRACE /bin/sh -c COMMAND
+    python -I -S job_keeper.py [--end-rest] GRACE /bin/sh -c COMMAND
 
-`device_jobs._shell` runs each shell job through this small program. It imports only the
+`device_jobs._shell` runs each shell job through this small program, and
+`after_turn.run_hook` the after-turn command, with `--end-rest`. It imports only the
 standard library, so it starts without the site packages (`-S`, a few tens of ms). It:
 
 - asks Linux to make it a child subreaper (`PR_SET_CHILD_SUBREAPER`): a process the job
@@ -15,7 +16,8 @@ standard library, so it starts without the site packages (`-S`, a few tens of ms
   defaults (a writer to a closed pipe dies of SIGPIPE);
 - reaps what it adopted and, when the shell ends, ends with the shell's own status;
   processes the shell left running in the background are left alone (`nohup server &`
-  works, HANDS.md §4);
+  works, HANDS.md §4), except with `--end-rest` (the after-turn command, docs/GOALS.md:
+  what it leaves running ends with it), where they are killed as on SIGTERM first;
 - on SIGTERM (Stop, or the job's timeout) kills its whole tree (`kill_tree`): every
   descendant is first stopped (SIGSTOP), so that none forks away while the tree is read,
   then sent SIGTERM (and SIGCONT), and after GRACE seconds SIGKILL, until none is left.
@@ -172,6 +174,8 @@ def _end_like(status: int | None) -> None:
 
 
 def main(argv: list[str]) -> None:
+    end_rest = argv[:1] == ["--end-rest"]
+    argv = argv[end_rest:]
     grace, command = float(argv[0]), argv[1:]
     _subreaper()
     # SIGTERM and SIGCHLD are only ever taken by sigwait: no handler runs at a bad moment.
@@ -200,6 +204,8 @@ def main(argv: list[str]) -> None:
             reap()
             break
         reap()
+    if end_rest and "shell" in status:
+        kill_tree(os.getpid(), grace, reap)
     _end_like(status.get("shell"))
 
 

@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from everchat.actors.after_turn import LIMIT, HookResult, HookRunner, hook_env, run_hook
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
@@ -99,6 +101,27 @@ def test_a_command_that_ends_in_time_is_not_killed_and_what_it_left_running_ends
         wait_until(lambda: _gone(child), limit, "the child it left behind ended with it")
     finally:
         _end(child)
+
+
+@pytest.mark.parametrize("how", ["setsid", "double fork"])
+def test_p16_what_left_the_commands_group_ends_with_it_at_the_limit_and_at_its_end(tmp_path, how):
+    """The escape of P16 (issue 20): a child that leaves the command's process group
+    (`setsid`), or that was orphaned on purpose, still ends with the command, both when the
+    limit kills it and when it exits by itself (docs/GOALS.md)."""
+    if how == "setsid":
+        start = "setsid sleep 60 & echo $! > {pid}"
+    else:
+        start = "( (setsid sleep 60 & echo $! > {pid}) & )"
+    for limit, rest, killed in ((1.0, "; echo started; sleep 30", True), (5.0, "; exit 0", False)):
+        pid_file = tmp_path / f"child-{limit:g}.pid"
+        command = start.format(pid=pid_file) + f"; while [ ! -s {pid_file} ]; do sleep 0.01; done" + rest
+        took, result = _timed_run(command, limit)
+        child = int(pid_file.read_text())
+        try:
+            assert result.ok is not killed, result
+            wait_until(lambda: _gone(child), limit, f"the {how} child ended with the command")
+        finally:
+            _end(child)
 
 
 def _end(pid: int) -> None:
