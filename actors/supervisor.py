@@ -71,7 +71,7 @@ from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
 from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher, Ports
 from everchat.actors.turn_runner import SETTINGS_ENV, settings_flags
-from everchat.transport import KeyStore, Node, parse_address, schema
+from everchat.transport import KeyStore, Node, check_ipc_bind, parse_address, schema
 
 __all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor",
            "node_rows", "LOCK_NAME"]
@@ -216,6 +216,10 @@ class Supervisor:
             self._launcher = Launcher(f"supervisor-launcher-{os.getpid()}")
             self._launcher.prestart(self._child_env())
         try:
+            for name in ("supervisor", *self.children):
+                endpoint = self._endpoint(name)
+                if endpoint is not None and endpoint.startswith("ipc://"):
+                    check_ipc_bind(endpoint)  # else an actor's process fails to bind, seen as a start timeout
             self._take_chat()  # refused: stop() releases nothing it did not take
             self._make_run_dir()
             if self.placement.transport == "tcp":

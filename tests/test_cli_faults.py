@@ -399,3 +399,16 @@ def test_p9_check_of_a_merge_record_that_does_not_fold_is_one_line(env, tmp_path
     assert done.returncode == 1
     assert one_line(done) == (f"everchat: {day}: byte {offset}: this merge record does not fold into the view: "
                               "merge record t=7 merges 0+4, whose halves are not both lines (R24, R25)")
+
+
+@pytest.mark.parametrize("placement", [[], ["--processes"]])
+def test_a_chat_folder_too_deep_for_its_sockets_is_one_line_and_nothing_made(env, tmp_path, placement):
+    """A unix socket's path has at most 107 bytes (103 on macOS). A chat folder deep enough
+    that run/turn_runner.sock.events passes that fails at once, naming the path, before it
+    is touched; with --processes it used to fail as 'turn_runner did not start within 60 s'."""
+    deep = tmp_path / ("d" * 60) / ("e" * 40) / "chat"
+    deep.parent.mkdir(parents=True)
+    done = everchat(env, "--demo", *placement, "ask", "hi", "--data-dir", str(deep))
+    line = one_line(done)
+    assert done.returncode == 1 and "sock.events is" in line and "over the" in line and str(deep) in line, line
+    assert not deep.exists()

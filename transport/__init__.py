@@ -27,7 +27,7 @@ from ._keys import KeyPair, KeyStore
 from ._mailbox import Delivery
 from ._node import Node
 from ._stats import MailboxStats
-from ._wire import parse_address
+from ._wire import check_ipc_bind, parse_address
 from .schema import Message
 
 __all__ = [
@@ -46,5 +46,6 @@ __all__ = [
     "KeyStore",
     "KeyPair",
     "MailboxStats",
+    "check_ipc_bind",
     "parse_address",
 ]

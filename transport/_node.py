@@ -42,7 +42,7 @@ from ._gateway import OP_CONNECT, OP_PUBLISH, OP_QUIT, OP_SUBSCRIBE, OP_WAKE, Ga
 from ._keys import KeyPair, KeyStore
 from ._mailbox import QUEUED, Delivery, Mailbox, Slot
 from ._stats import MailboxStats, Recorder
-from ._wire import (ASK, NOBLOCK, TELL, Address, parse_address, readable, reply_frame, request_frame,
+from ._wire import (ASK, NOBLOCK, TELL, Address, check_ipc_bind, parse_address, readable, reply_frame, request_frame,
                     send_frames, topic_frame)
 from .schema import DROP, REFUSE, ErrorReply, Message, encode, from_obj
 
@@ -121,7 +121,10 @@ class Node:
 
     @staticmethod
     def _check_bind(bind: str | None, keys: KeyStore | None) -> str | None:
-        if bind is None or (bind.startswith("ipc://") and len(bind) > 6):
+        if bind is None:
+            return bind
+        if bind.startswith("ipc://") and len(bind) > 6:
+            check_ipc_bind(bind)
             return bind
         if bind.startswith("tcp://"):
             if keys is None:

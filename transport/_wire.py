@@ -28,6 +28,8 @@ The tcp form pins the server's public key, so a client never talks to an imposto
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +100,20 @@ class Address:
     events: str
     server_key: bytes | None
     text: str
+
+
+IPC_PATH_LIMIT = 103 if sys.platform == "darwin" else 107
+"""Bytes an ipc socket's path may have (sun_path less its NUL: 104 on macOS, 108 on Linux)."""
+
+
+def check_ipc_bind(bind: str) -> None:
+    """TransportError naming the path when `ipc://PATH` (with its `.events` twin) is too long
+    for a unix socket: the bind would fail in the process that makes it, seen elsewhere only
+    as an actor that never starts."""
+    path = bind[len("ipc://"):] + ".events"
+    if not path.startswith("@") and len(os.fsencode(path)) > IPC_PATH_LIMIT:
+        raise TransportError(f"the socket path {path} is {len(os.fsencode(path))} bytes, over the "
+                             f"{IPC_PATH_LIMIT} a unix socket may have here: use a chat folder with a shorter path")
 
 
 def parse_address(text: str) -> Address:
