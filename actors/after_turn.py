@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from everchat.actors.credentials import is_credential
-from everchat.actors.job_keeper import kill_tree
+from everchat.actors.job_keeper import end_keeper
 
 __all__ = ["CLOSE_START_SECONDS", "LIMIT", "STOP_SECONDS", "HookResult", "HookRunner", "hook_env", "run_hook"]
 
@@ -92,20 +91,6 @@ _GRACE = 0.5  # seconds a killed process has between SIGTERM and SIGKILL
 _KEEPER_MARGIN = 5.0  # seconds past that the keeper has before we kill its tree from here
 
 
-def _end_keeper(proc: subprocess.Popen) -> None:
-    """The limit: the keeper kills every process the command started, then ends."""
-    try:
-        proc.send_signal(signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(_GRACE + _KEEPER_MARGIN)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid, 0.0)
-        proc.kill()
-        proc.wait()
-
-
 def run_hook(command: str, env: Mapping[str, str], *, limit: float = LIMIT, cwd: str | Path | None = None) -> HookResult:
     """Run `command` once (see the module's docstring); its result, never an exception."""
     with tempfile.TemporaryFile() as out:
@@ -118,7 +103,7 @@ def run_hook(command: str, env: Mapping[str, str], *, limit: float = LIMIT, cwd:
         try:
             code = proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            _end_keeper(proc)
+            end_keeper(proc, _GRACE + _KEEPER_MARGIN)  # every process it started ends
             return HookResult(False, f"the after-turn command was killed after {limit:g} s{_tail(out)}")
         if code != 0:
             how = f"signal {-code}" if code < 0 else f"exit code {code}"

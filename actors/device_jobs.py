@@ -46,7 +46,6 @@ import logging
 import math
 import os
 import selectors
-import signal
 import stat
 import subprocess
 import sys
@@ -58,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from everchat.actors.job_keeper import kill_tree
+from everchat.actors.job_keeper import end_keeper
 from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
 
 __all__ = [
@@ -364,17 +363,7 @@ def _kill_tree(process: subprocess.Popen) -> None:
     """Stop a job (P16): its keeper (actors/job_keeper.py) kills every process the job
     started, wherever it went (SIGTERM, then SIGKILL after `KILL_GRACE` seconds), then
     ends. Should the keeper not end in time, the tree under it is killed from here."""
-    try:
-        process.send_signal(signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        process.wait(KILL_GRACE + _KEEPER_MARGIN)
-    except subprocess.TimeoutExpired:
-        log.warning("the keeper of a job (pid %d) did not end; killing its processes from here", process.pid)
-        kill_tree(process.pid, 0.0)
-        process.kill()
-    process.wait()
+    end_keeper(process, KILL_GRACE + _KEEPER_MARGIN, log)
 
 
 def _shell(command: str, work_dir: Path, timeout: float, on_output: Callable[[str], None],

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ["process_table", "descendants", "alive", "kill_tree", "main"]
+__all__ = ["process_table", "descendants", "alive", "kill_tree", "end_keeper", "main"]
 
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 _TICK = 0.01
@@ -140,6 +140,23 @@ def kill_tree(root: int, grace: float, reap=lambda: None) -> None:
         seen.update(rest)
         _signal(rest, signal.SIGKILL)
         time.sleep(_TICK)
+
+
+def end_keeper(keeper: subprocess.Popen, wait: float, log=None) -> None:
+    """From the keeper's parent: SIGTERM `keeper`, which kills the tree it keeps and ends;
+    should it not end within `wait` seconds, kill that tree from here, then the keeper."""
+    try:
+        keeper.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        keeper.wait(wait)
+    except subprocess.TimeoutExpired:
+        if log is not None:
+            log.warning("the keeper of a job (pid %d) did not end; killing its processes from here", keeper.pid)
+        kill_tree(keeper.pid, 0.0)
+        keeper.kill()
+    keeper.wait()
 
 
 def _subreaper() -> None:
