@@ -26,7 +26,8 @@ from everchat.tools.fakemodel import FakeModelServer
 
 NOTES = 21
 UNSUMMARIZED = re.compile(r"everchat: warning: \d+ line\(s\) of the view were not summarized in time; "
-                          r"the turn shows their messages cut to 512 bytes\.\n")
+                          r"the turn shows their messages cut to 512 bytes, newest first as far as the "
+                          r"view's budget allows, and the rest as lines to zoom\.\n")
 
 
 @pytest.fixture
