@@ -155,7 +155,13 @@ def _agents_and_lines(chat) -> tuple[set, list]:
 def _wait_for_both(chat):
     from polling import wait_until
 
-    wait_until(lambda: _agents_and_lines(chat)[0] >= set(TASKS), 60, "two agents")
+    wanted = {f"/agent {name} {task}" for name, task in TASKS.items()}
+
+    def both() -> bool:  # the agent starts, then its line is logged: wait for both of each
+        names, lines = _agents_and_lines(chat)
+        return names >= set(TASKS) and wanted <= set(lines)
+
+    wait_until(both, 60, "two agents and their lines")
     names, lines = _agents_and_lines(chat)
     assert names == set(TASKS)
     assert lines == [f"/agent {name} {task}" for name, task in TASKS.items()]  # the person's words, once each
