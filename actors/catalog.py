@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from everchat.actors.compactor import CompactorWorker
-from everchat.actors.log_writer import LogWriter
+from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner import PlannerActor
 from everchat.actors.turn_runner import TurnRunnerActor

@@ -11,7 +11,7 @@ import threading
 import pytest
 import zmq
 
-from everchat.actors.log_writer import LogWriter
+from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner import PlannerActor
 from everchat.actors.supervisor import Placement, Supervisor

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.agents import AgentsActor, transcript_page
-from everchat.actors.log_writer import LogWriter
+from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner import PlannerActor
 from everchat.actors.store import Transcripts

@@ -67,7 +67,7 @@ def test_r30_status_counts_the_failed_compaction_calls_of_past_runs(env, tmp_pat
 
 
 def test_usage_reports_in_one_second_are_saved_together_and_all_of_them_at_stop(tmp_path):
-    from everchat.actors.log_writer import LogWriter
+    from everchat.actors.log_writer.actor import LogWriter
 
     chat = tmp_path / "chat"
     node = Node("usage-test").start()

@@ -21,7 +21,7 @@ from polling import wait_until
 
 from everchat.actors.call_thread import CallThread, Cancelled
 from everchat.actors.config import load
-from everchat.actors.log_writer import LogWriter
+from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
 from everchat.actors.supervisor import Placement, Supervisor

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from everchat.actors.log_writer import LogWriter
+from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.store import CorruptRecord, NoTranscript, ReadOnlyStore, Transcripts
 from everchat.actors.store._errors import BadInput
 from everchat.transport import Node, RemoteError, schema
