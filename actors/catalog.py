@@ -14,7 +14,7 @@ from pathlib import Path
 from everchat.actors.compactor import CompactorWorker
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
-from everchat.actors.planner import PlannerActor
+from everchat.actors.planner.actor import PlannerActor
 from everchat.actors.turn_runner import TurnRunnerActor
 from everchat.transport import Actor, Node, parse_address, schema
 

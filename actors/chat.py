@@ -11,7 +11,7 @@ from pathlib import Path
 
 from everchat.actors.drafts import load_draft, recover_draft
 from everchat.actors.memory import Budget, Step
-from everchat.actors.planning import ZOOM_PAGE_BYTES, Planning, ZoomError
+from everchat.actors.planner.planning import ZOOM_PAGE_BYTES, Planning, ZoomError
 from everchat.actors.store import ChatStore, StoreError, Transcripts
 from everchat.actors.store._chat import is_chat
 

@@ -3,7 +3,7 @@
 A worker pulls its next job from the planner (`NextJob`, answered when there is
 work), builds the line with its summarizer, and tells the planner `Built` or
 `BuildFailed`. When the first call's response starts it tells `ResponseStarted`,
-so the planner's prefix gate (R23, actors/prefix_gate.py) can hand out the jobs
+so the planner's prefix gate (R23, actors/planner/prefix_gate.py) can hand out the jobs
 that wait to read the prefix this call wrote. Up to 8 workers run (R31); the planner never starts more jobs than
 that at once, whatever the number of workers. Workers hold no state that must
 outlive them: a job lost with a dead worker is handed out again by the planner.

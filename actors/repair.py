@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from everchat.actors.drafts import recover_draft
-from everchat.actors.planning import Planning
+from everchat.actors.planner.planning import Planning
 from everchat.actors.store import ChatStore, CorruptRecord
 from everchat.actors.store._files import set_aside
 from everchat.actors.store._views import CVIEW_NAME, VIEW_NAME

@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from everchat.actors.compaction import FAILURE_CAP
-from everchat.actors.planning import ZoomError
+from everchat.actors.planner.planning import ZoomError
 from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, RemoteError, TransportError, schema

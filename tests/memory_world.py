@@ -32,7 +32,7 @@ from everchat.actors.memory import (
     render_line,
     start,
 )
-from everchat.actors.planning import Planning
+from everchat.actors.planner.planning import Planning
 from everchat.actors.store import ChatStore
 
 __all__ = ["World", "most_due_pair", "rendered_size", "is_cover", "scratch_root"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget, key_of, name
-from everchat.actors.planner import PlannerActor
+from everchat.actors.planner.actor import PlannerActor
 from everchat.transport import Node, schema
 
 __all__ = ["PlannerWorld"]

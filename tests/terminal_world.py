@@ -16,7 +16,7 @@ from prompt_toolkit.data_structures import Size
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output.vt100 import Vt100_Output
 
-from everchat.actors.planning import ZoomError
+from everchat.actors.planner.planning import ZoomError
 from everchat.frontends.terminal import Terminal
 from everchat.transport import schema
 

@@ -20,7 +20,7 @@ import pytest
 from everchat.actors.agents import AgentsActor, transcript_page
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
-from everchat.actors.planner import PlannerActor
+from everchat.actors.planner.actor import PlannerActor
 from everchat.actors.store import Transcripts
 from everchat.actors.turn_runner import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text, ToolCall

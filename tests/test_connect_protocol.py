@@ -15,7 +15,7 @@ import pytest
 from aiohttp import WSCloseCode, web
 from terminal_world import running
 
-from everchat.actors.planning import ZoomError
+from everchat.actors.planner.planning import ZoomError
 from everchat.frontends.chat_view import Transcript
 from everchat.frontends.cli import main
 from everchat.frontends.web.remote import (REVOKED, ConnectError, LinkError, RemoteSession, SessionRevoked,

@@ -7,7 +7,7 @@ from collections import deque
 from types import SimpleNamespace
 
 from everchat.actors.memory import Budget, key_of
-from everchat.actors.planner import PlannerActor
+from everchat.actors.planner.actor import PlannerActor
 
 
 def actor_with(queue: list[int], waiting_for: int = -1, waiting_since: int = 0) -> PlannerActor:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from everchat.actors.compaction import Compaction, CompactionJob, summarize
 from everchat.actors.models import Connection, Request, Stop, TextBlock, TextDelta, Usage
 from everchat.actors.models import ServerError as ModelServerError
-from everchat.actors.prefix_gate import SYSTEM, Marks, PrefixGate, prefix_chain
+from everchat.actors.planner.prefix_gate import SYSTEM, Marks, PrefixGate, prefix_chain
 from everchat.actors.prompt import Prompt
 
 PROMPT = Prompt.make()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from everchat.actors.memory import Budget
-from everchat.actors.planning import Planning
+from everchat.actors.planner.planning import Planning
 from everchat.actors.store import ChatStore
 
 BUDGET = Budget(ceiling=300, floor=150, cceiling=200, cfloor=100, jobs=2)

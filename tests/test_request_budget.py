@@ -20,7 +20,7 @@ from everchat.actors.chat import Chat
 from everchat.actors.goals import check_text
 from everchat.actors.memory import (FOLDED, PLACEHOLDER, Budget, aligned, end, key_of, level, name, newest_within,
                                     render_line, request_lines, start)
-from everchat.actors.planning import UNSETTLED_MARK
+from everchat.actors.planner.planning import UNSETTLED_MARK
 from memory_world import World
 
 CEILING = Budget().ceiling

@@ -142,13 +142,13 @@ MUTANTS = (
       "if rounds >= self.tool_rounds:", "if rounds > self.tool_rounds:",
       (TURNS + "::test_the_round_limit_ends_the_turn_with_a_note",)),
     M("recovery-order-views-first", "R24/R25: merge records reach the disk before the views",
-      "actors/planning.py",
+      "actors/planner/planning.py",
       "        for step in steps:\n            self._save_record(step)\n"
       "        if steps:\n            self._save_views()\n",
       "        if steps:\n            self._save_views()\n"
       "        for step in steps:\n            self._save_record(step)\n",
       ("tests/test_recovery_order.py",)),
-    M("r23-cache-entries-live-an-hour", "R23: five-minute cache entries, no 1-hour marks", "actors/prefix_gate.py",
+    M("r23-cache-entries-live-an-hour", "R23: five-minute cache entries, no 1-hour marks", "actors/planner/prefix_gate.py",
       "CACHE_TTL = 300.0", "CACHE_TTL = 3600.0", (GATE,)),
     M("r29-follow-up-shows-511-bytes", "R29: the follow-up shows the first 512 bytes", "actors/compaction.py",
       "cut_utf8(answer, LINE_LIMIT)}", "cut_utf8(answer, LINE_LIMIT - 1)}", (COMPACTION,)),
@@ -157,7 +157,7 @@ MUTANTS = (
       (CHAT + "::test_r35_a_long_message_is_zoomed_in_pages_of_16000_bytes",)),
     # -- the spec review ------------------------------------------------------------------------
     M("r25-record-only-when-merged", "R25: a batch that merged nothing while shrinking is recorded too",
-      "actors/planning.py", "        if record is not None:\n            merged, t, still_open = record\n",
+      "actors/planner/planning.py", "        if record is not None:\n            merged, t, still_open = record\n",
       "        if record is not None and record[0]:\n            merged, t, still_open = record\n", (LAWS,)),
     # -- one more per rule ------------------------------------------------------------------------
     M("r2-gap-accepted", "R2: a gap in the ids is a loud error at open", "actors/store/_scan.py",
@@ -196,11 +196,11 @@ MUTANTS = (
       "_SPAN_HEAD[key & _LEVEL_MASK] + rendered + 1", "_SPAN_HEAD[key & _LEVEL_MASK] + rendered", (LAWS,)),
     M("r21-cview-not-refitted-on-merge", "R21: on a view merge the compaction view is the view fitted down",
       "actors/memory/_planner.py", "        self.cview = cview = view.copy()", "        cview = self.cview", (LAWS,)),
-    M("r22-views-not-saved", "R22: the views are saved at every change", "actors/planning.py",
+    M("r22-views-not-saved", "R22: the views are saved at every change", "actors/planner/planning.py",
       "        if steps:\n            self._save_views()\n        return steps",
       "        return steps", (LAWS,)),
     M("r24-disagreeing-view-accepted", "R24: a view.json that disagrees with the records is a loud error",
-      "actors/view_check.py", "    if not _expected(fold, view):\n        raise", "    if False:\n        raise",
+      "actors/planner/view_check.py", "    if not _expected(fold, view):\n        raise", "    if False:\n        raise",
       (CHAT + "::test_r24_a_view_json_that_disagrees_with_the_merge_records_is_a_loud_error",)),
     M("r28-ruler-511", "R28: a ruler of exactly 512 - characters", "actors/call_texts.py",
       'RULER = "-" * LINE_LIMIT', 'RULER = "-" * (LINE_LIMIT - 1)', (COMPACTION,)),
@@ -229,6 +229,6 @@ MUTANTS = (
       'values.get("settle_timeout", 20.0)', 'values.get("settle_timeout", 30.0)',
       ("tests/test_config.py::test_without_any_key_both_models_are_the_offline_demo",)),
     M("r36-unsettled-line-unmarked", "R36: an unbuilt line past the timeout is marked as not summarized yet",
-      "actors/planning.py", 'UNSETTLED_MARK = "(not summarized yet, first 512 bytes) "', 'UNSETTLED_MARK = ""',
+      "actors/planner/planning.py", 'UNSETTLED_MARK = "(not summarized yet, first 512 bytes) "', 'UNSETTLED_MARK = ""',
       ("tests/test_turns_wire.py::test_r36_after_the_settle_timeout_the_turn_shows_the_message_cut_and_marked",)),
 )

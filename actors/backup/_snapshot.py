@@ -17,7 +17,7 @@ from everchat.actors.goals import GOAL_NAME, Goal
 from everchat.actors.memory import PlannerError, refold
 from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecord, view_bytes
 from everchat.actors.store._files import fsync_dir, read_small
-from everchat.actors.view_check import check_view_shape
+from everchat.actors.planner.view_check import check_view_shape
 
 from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError, backup_name, remove_stale
 

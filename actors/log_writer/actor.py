@@ -21,7 +21,7 @@ from pathlib import Path
 from everchat.actors.chat import open_writer_store
 from everchat.actors.drafts import save_draft
 from everchat.actors.goals import Goal, load_goal, save_goal
-from everchat.actors.planning import records_after
+from everchat.actors.planner.planning import records_after
 from everchat.actors.store import ChatStore, CorruptRecord, Transcripts
 from everchat.actors.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
 from everchat.transport import Actor, ActorStopped, TransportError, schema

@@ -557,7 +557,7 @@ class ChatStore:
         return view, cview
 
     def save_fold(self, fold: dict) -> None:
-        """Save the fold checkpoint (`index/fold.json`, derived; see actors/view_check.py)."""
+        """Save the fold checkpoint (`index/fold.json`, derived; see actors/planner/view_check.py)."""
         self._writable()
         _views.save_fold(self.path, fold)
 

@@ -30,7 +30,7 @@ def make_chat(path: Path, count: int, seed: int = 7) -> None:
     """Write a chat of `count` messages with a fully built tree, fast (group commits)."""
     from everchat.actors.chat import Chat
     from everchat.actors.memory import Budget, Planner, node_of, pair_of
-    from everchat.actors.planning import VIEW_VERSION
+    from everchat.actors.planner.planning import VIEW_VERSION
     from everchat.actors.store import ChatStore
 
     rng = random.Random(seed)

@@ -12,7 +12,7 @@ be idle.
 
 The ideal is calls x 0.2 s / 8 (every worker always waiting on a first byte). The
 run is repeated per prefix-gate policy (`--gate reread,off` by default; see
-actors/prefix_gate.py): `reread` (the chat's default) and `auto` and `wait` keep
+actors/planner/prefix_gate.py): `reread` (the chat's default) and `auto` and `wait` keep
 one writer per new prefix (R23), `off` lets calls write copies. One JSON line per figure:
 
     python -m everchat.tools.bench.bench_pool [--messages 10000] [--gate reread,off,auto,wait]

@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors import planner as planner_module
+from everchat.actors.planner.actor import actor as planner_module
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
 from everchat.actors.supervisor import Placement

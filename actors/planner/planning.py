@@ -33,7 +33,7 @@ from everchat.actors.memory import (
 from everchat.actors.memory import children as _children
 from everchat.actors.memory_tools import ZOOM_PAGE_BYTES, MemoryTools, ZoomError
 from everchat.actors.store import BadInput, CorruptRecord
-from everchat.actors.view_check import check_saved_view, check_view_shape
+from everchat.actors.planner.view_check import check_saved_view, check_view_shape
 
 log = logging.getLogger("everchat.planning")
 
@@ -86,7 +86,7 @@ class Planning:
         Costs O(view): the saved view, its lines' ancestors and the merge records
         after it, never the whole history. With `verify` the saved view is first
         checked against the merge records since the fold checkpoint (R24 at open,
-        actors/view_check.py): a view that disagrees stops the chat, naming the file.
+        actors/planner/view_check.py): a view that disagrees stops the chat, naming the file.
         A compaction view that does not fit the view is derived data: it is rebuilt
         from the view, with a warning (R24).
         """

@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 
 from everchat.actors.memory import Budget, key_of, name, node_of
 from everchat.actors.compaction import FAILURE_CAP, fallback_line
-from everchat.actors.planning import Planning
-from everchat.actors.prefix_gate import PrefixGate, prefix_chain
+from everchat.actors.planner.planning import Planning
+from everchat.actors.planner.prefix_gate import PrefixGate, prefix_chain
 from everchat.transport import Actor, ActorStopped, TransportError, schema
 
 __all__ = ["PlannerActor", "StoreProxy", "failure_counts"]
@@ -137,7 +137,7 @@ class PlannerActor(Actor):
 
     def __init__(self, budget: Budget | None = None, log_writer: str = "log_writer", gate: str | None = None) -> None:
         super().__init__()
-        # R23: one writer per new prefix; the policy from EVERCHAT_PREFIX_GATE (actors/prefix_gate.py)
+        # R23: one writer per new prefix; the policy from EVERCHAT_PREFIX_GATE (actors/planner/prefix_gate.py)
         self.gate = PrefixGate(gate or os.environ.get("EVERCHAT_PREFIX_GATE") or "reread")
         self.backlog_waiters: list[tuple[int, object]] = []  # WaitBacklog asks: (at_most, delivery)
         self.budget = budget or Budget()
