@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from everchat.actors.compactor import CompactorWorker
+from everchat.actors.compactor.actor import CompactorWorker
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner.actor import PlannerActor

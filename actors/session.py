@@ -52,7 +52,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from everchat.actors.compaction import FAILURE_CAP
+from everchat.actors.compactor.compaction import FAILURE_CAP
 from everchat.actors.planner.planning import ZoomError
 from everchat.actors.turn_runner import AskReader
 from everchat.actors.memory_tools import MemoryTools

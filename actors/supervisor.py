@@ -36,7 +36,7 @@ Stopping (P10) is a normal end: the actors stop one at a time, workers first and
 writer last (everyone saves through it), each while the others it reports to still run. In
 the single placement every one stops in the node, which runs on until the last; in
 `processes` each process stops its actor before its node. The workers give up the model call
-in flight at once (actors/call_thread.py; its summary is built by the next run), so a model
+in flight at once (actors/compactor/call_thread.py; its summary is built by the next run), so a model
 that never answers does not hold the close.
 
 The session reads `stopping`, `running(name)` and `incarnation(name)` to repeat its

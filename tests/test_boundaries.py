@@ -6,7 +6,7 @@ repository (relative ones too; `from pkg import name` counts as importing `pkg.n
 that is a module). What is checked:
 
 - the pure cores (`actors/memory`, `actors/store`, `actors/turns.py`,
-  `actors/compaction.py`, `actors/models`) import nothing from `everchat.transport` or
+  `actors/compactor/compaction.py`, `actors/models`) import nothing from `everchat.transport` or
   `everchat.frontends`, and `transport` nothing from `everchat.actors`: at any depth, a
   lazy import inside a function crosses the wall all the same;
 - production imports no test code (hypothesis, pytest, the helpers under tests/);
@@ -29,7 +29,7 @@ __all__: list[str] = []
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ("everchat.actors.memory", "everchat.actors.store", "everchat.actors.turns",
-        "everchat.actors.compaction", "everchat.actors.models")
+        "everchat.actors.compactor.compaction", "everchat.actors.models")
 TEST_ONLY = ("hypothesis", "pytest")
 
 

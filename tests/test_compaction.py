@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from everchat.actors.compaction import (
+from everchat.actors.compactor.compaction import (
     LIMIT_MARK,
     MAX_TRIES,
     RULER,

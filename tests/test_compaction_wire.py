@@ -11,7 +11,7 @@ import re
 import pytest
 
 from everchat.actors.chat import Chat
-from everchat.actors.compaction import RULER, CompactionJob, Summarizer, summarize
+from everchat.actors.compactor.compaction import RULER, CompactionJob, Summarizer, summarize
 from everchat.actors.memory import Budget, level, node_of
 from everchat.actors.models import Connection, Request, TextBlock, connect
 from everchat.actors.prompt import Prompt

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from everchat.actors.compactor import CompactorWorker, configured_summarizer
+from everchat.actors.compactor.actor import CompactorWorker, configured_summarizer
 from everchat.actors.config import load
 from everchat.actors.memory import Budget
 from everchat.actors.supervisor import build_actor

@@ -260,7 +260,7 @@ def test_a_process_of_its_own_keeps_the_api_though_the_file_says_subscription(ch
 
 
 def test_a_compactor_in_its_own_process_connects_through_the_cli(child_env, home, fake_cli):
-    from everchat.actors.compactor import configured_summarizer
+    from everchat.actors.compactor.actor import configured_summarizer
 
     settings = load({"connection": "subscription", "cli": "claudecode", "compaction.model": "haiku",
                      "cli_concurrency": 2}, home=home)

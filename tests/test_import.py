@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.compaction import FAILURE_CAP
+from everchat.actors.compactor.compaction import FAILURE_CAP
 from everchat.actors.store import PART_BYTES, ChatStore, split_text
 from everchat.frontends.cli import main
 from everchat.frontends.commands_import import BATCH_BYTES, import_key, parts_of

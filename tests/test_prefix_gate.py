@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from everchat.actors.compaction import Compaction, CompactionJob, summarize
+from everchat.actors.compactor.compaction import Compaction, CompactionJob, summarize
 from everchat.actors.models import Connection, Request, Stop, TextBlock, TextDelta, Usage
 from everchat.actors.models import ServerError as ModelServerError
 from everchat.actors.planner.prefix_gate import SYSTEM, Marks, PrefixGate, prefix_chain

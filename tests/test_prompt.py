@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from everchat.actors.compaction import Compaction, CompactionJob
+from everchat.actors.compactor.compaction import Compaction, CompactionJob
 from everchat.actors.models import Message, Request, TextBlock, ToolSpec, connect
 from everchat.actors.prompt import (
     COMPUTERS,

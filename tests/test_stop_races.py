@@ -19,7 +19,7 @@ import pytest
 from hung_world import HungServer
 from polling import wait_until
 
-from everchat.actors.call_thread import CallThread, Cancelled
+from everchat.actors.compactor.call_thread import CallThread, Cancelled
 from everchat.actors.config import load
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
@@ -174,7 +174,7 @@ def test_p10_an_ask_for_work_ends_once_the_askers_stop_is_asked(where, tmp_path)
         giver.stop()
 
 
-# -- the call a stop gives up on (actors/call_thread.py) ------------------------------------
+# -- the call a stop gives up on (actors/compactor/call_thread.py) ------------------------------------
 
 def test_p10_a_call_thread_hands_over_what_the_call_posts_in_order_then_its_result():
     calls = CallThread("t")

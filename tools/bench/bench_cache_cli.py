@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from everchat.actors.call_texts import turn_text
-from everchat.actors.compaction import Compaction, CompactionJob
+from everchat.actors.compactor.compaction import Compaction, CompactionJob
 from everchat.actors.models import (
     AnthropicConnection,
     Connection,

@@ -40,7 +40,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from everchat.actors.compaction import read_task
+from everchat.actors.compactor.compaction import read_task
 from everchat.actors.memory import Budget
 from everchat.actors.supervisor import Placement, Supervisor
 from everchat.tools.fakemodel import FakeModelServer, Latency, Reply

@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from everchat.actors.compaction import read_task
+from everchat.actors.compactor.compaction import read_task
 from everchat.actors.models import ToolSpec
 from everchat.actors.prompt import split_turn
 from everchat.tools.fakemodel import ModelRequest, Reply, Text, ToolCall, anthropic_blocks

@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from everchat.actors.call_thread import CallThread, Cancelled
+from everchat.actors.compactor.call_thread import CallThread, Cancelled
 from everchat.actors.memory import LINE_LIMIT, cut_utf8
 from everchat.actors.models import Connection
 from everchat.actors.usage import metered, report
@@ -46,7 +46,7 @@ def configured_summarizer(on_usage: Callable | None = None, settings=None, extra
     gave this process (`SETTINGS_ENV`, so `--demo` and the model flags reach the workers
     too), else the flag-less load. `extra_tools`: the `ToolSpec`s the turn runner offers
     after the memory tools, so compactions send the very tools turns send (R26, R45)."""
-    from everchat.actors.compaction import Summarizer as ModelSummarizer
+    from everchat.actors.compactor.compaction import Summarizer as ModelSummarizer
     from everchat.actors.prompt import chat_prompt
     from everchat.actors.turn_runner import configured_settings
 
