@@ -46,11 +46,11 @@ from datetime import datetime
 from everchat.actors.call_texts import TURN_OPENING
 from everchat.actors.hands import HandTools, check_agent_name, web_for
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError, media_type
-from everchat.actors.model_calls import AskReader, computers_joined, configured_settings, interruptible
+from everchat.actors.turns.calls import AskReader, computers_joined, configured_settings, interruptible
 from everchat.actors.models import (ImageBlock, Message, ModelError, Request, TextBlock, ToolResultBlock,
                                     ToolUseBlock)
 from everchat.actors.prompt import chat_prompt, turn_text, view_blocks
-from everchat.actors.turns import Input, TurnRunner, view_lines
+from everchat.actors.turns.turn import Input, TurnRunner, view_lines
 from everchat.actors.usage import metered, report
 from everchat.transport import (Actor, ActorStopped, AskTimeout, PeerLost, Refused, RemoteError, TransportError,
                                 schema)

@@ -15,7 +15,7 @@ from everchat.actors.compactor.actor import CompactorWorker
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner.actor import PlannerActor
-from everchat.actors.turn_runner import TurnRunnerActor
+from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.transport import Actor, Node, parse_address, schema
 
 __all__ = ["build_actor", "budget_to_json", "budget_from_json", "node_rows", "NodeAgent"]
@@ -50,7 +50,7 @@ def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "config
 def _home(settings) -> Path:
     """Everchat's home: the session's, else the one this process was started with."""
     if settings is None:
-        from everchat.actors.turn_runner import configured_settings
+        from everchat.actors.turns.actor import configured_settings
 
         settings = configured_settings()
     return Path(settings.home).expanduser()

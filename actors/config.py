@@ -212,7 +212,7 @@ class Settings:
     allow_local_fetch: str = "off"
     """"on": fetch may read private, loopback and link-local addresses (docs/SEARCH.md)."""
     after_turn: str = ""
-    """A command run after each turn (issue 13, actors/after_turn.py); "" for none."""
+    """A command run after each turn (issue 13, actors/turns/after_turn.py); "" for none."""
 
     @property
     def connection(self) -> str:

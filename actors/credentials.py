@@ -1,6 +1,6 @@
 """The environment variables that let a process pay for a model (or a search API): what a
 subscription CLI's child (issue 13, actors/models/_cli.py) and an after-turn command
-(actors/after_turn.py) must never receive. Kept apart from both so neither imports the
+(actors/turns/after_turn.py) must never receive. Kept apart from both so neither imports the
 other (the models package loads the vendors' SDKs; the after-turn code must stay light).
 """
 

@@ -87,7 +87,7 @@ def recover_draft(store) -> list[int]:
     ids: list[int] = []
     if record["text"].strip():
         # Imported only for a draft: the turn's modules cost an open ~1 s to load.
-        from everchat.actors.turns import incomplete_text
+        from everchat.actors.turns.turn import incomplete_text
 
         meta = dict(record.get("meta") or {})
         why = meta.setdefault("incomplete", "crashed")

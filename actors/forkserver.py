@@ -176,7 +176,7 @@ def _preload_sdks() -> None:
     theirs as they start (about half a CPU second each, so nine times over by default).
     Settings that do not load, or an SDK that does not import, are the actors' own
     errors, said in their words when they start: nothing is preloaded then."""
-    from everchat.actors.turn_runner import configured_settings
+    from everchat.actors.turns.actor import configured_settings
 
     try:
         settings = configured_settings()

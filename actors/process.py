@@ -117,7 +117,7 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
         # The actor first, while the node runs (P10): what it handles last (a planner's
         # summaries that came before the stop) still reaches its peers, and its saves are
         # not refused as "stopped". The turn runner's stop may wait for its queued
-        # after-turn commands (issue 13, actors/after_turn.py); this process ends by
+        # after-turn commands (issue 13, actors/turns/after_turn.py); this process ends by
         # os._exit, so that wait is here.
         try:
             node.stop_actor(name, timeout=_stop_seconds(name))
@@ -129,7 +129,7 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
 def _stop_seconds(name: str) -> float:
     """How long the node's stop waits for actor `name` to stop (the default's 5 s, or the
     turn runner's `after_turn.STOP_SECONDS`, which the supervisor waits for too)."""
-    from everchat.actors.after_turn import STOP_SECONDS
+    from everchat.actors.turns.after_turn import STOP_SECONDS
 
     return STOP_SECONDS if name == "turn_runner" else 5.0
 

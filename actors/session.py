@@ -54,7 +54,7 @@ from pathlib import Path
 
 from everchat.actors.compactor.compaction import FAILURE_CAP
 from everchat.actors.planner.planning import ZoomError
-from everchat.actors.turn_runner import AskReader
+from everchat.actors.turns.actor import AskReader
 from everchat.actors.memory_tools import MemoryTools
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, RemoteError, TransportError, schema
 
@@ -506,7 +506,7 @@ class ChatSession:
         runner, perhaps in another process, answers with those that failed meanwhile. Their
         events may come too, or not (another socket, no order between them): `next_event`
         hands each failure out once."""
-        from everchat.actors.after_turn import STOP_SECONDS
+        from everchat.actors.turns.after_turn import STOP_SECONDS
         from everchat.actors.supervisor import GaveUp
 
         try:

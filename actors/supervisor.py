@@ -65,12 +65,12 @@ from pathlib import Path
 
 import pykka
 
-from everchat.actors.after_turn import STOP_SECONDS
+from everchat.actors.turns.after_turn import STOP_SECONDS
 from everchat.actors.catalog import NodeAgent, budget_to_json, build_actor, node_rows
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
 from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher, Ports
-from everchat.actors.turn_runner import SETTINGS_ENV, settings_flags
+from everchat.actors.turns.actor import SETTINGS_ENV, settings_flags
 from everchat.transport import KeyStore, Node, check_ipc_bind, parse_address, schema
 
 __all__ = ["Placement", "Supervisor", "SupervisorActor", "NodeAgent", "GaveUp", "actor_names", "build_actor",

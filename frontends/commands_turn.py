@@ -313,7 +313,7 @@ def _notice(event, err) -> None:
 
 def _after_turn_failed(event, err) -> None:
     """A failed after-turn command (issue 13) as the turn runner's log line says it
-    (actors/after_turn.py), `everchat: warning: turn N: …`: said once, whether that log
+    (actors/turns/after_turn.py), `everchat: warning: turn N: …`: said once, whether that log
     line reached this stderr too (the single placement) or not (`--processes`)."""
     from everchat.transport import schema
 

@@ -36,7 +36,7 @@ from everchat.actors.chat import Chat  # noqa: E402
 from everchat.actors.drafts import save_draft  # noqa: E402
 from everchat.actors.memory import Budget, name  # noqa: E402
 from everchat.actors.store import ChatStore, _crash  # noqa: E402
-from everchat.actors.turns import incomplete_text  # noqa: E402
+from everchat.actors.turns.turn import incomplete_text  # noqa: E402
 from everchat.actors.usage import Tally, UsageTotals, save_usage  # noqa: E402
 
 BUDGET = Budget(ceiling=1400, floor=700, cceiling=600, cfloor=300, jobs=3)

@@ -177,7 +177,7 @@ def test_p9_a_turn_that_fails_after_its_message_is_logged_publishes_its_end_with
     no end reached anyone and the front end waited for good)."""
     import types
 
-    from everchat.actors.turn_runner import _Pending, _ShellIO
+    from everchat.actors.turns.actor import _Pending, _ShellIO
 
     published = []
     node = types.SimpleNamespace(publish=lambda topic, msg: published.append((topic, msg)))

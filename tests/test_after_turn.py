@@ -1,4 +1,4 @@
-"""The after-turn command (issue 13, actors/after_turn.py, docs/GOALS.md): it runs after each
+"""The after-turn command (issue 13, actors/turns/after_turn.py, docs/GOALS.md): it runs after each
 turn, one at a time and in order, without the model credentials, with nothing on its input;
 the time limit kills its whole process group; a failure is shown apart and the reply stays
 saved."""
@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from everchat.actors.after_turn import LIMIT, HookResult, HookRunner, hook_env, run_hook
+from everchat.actors.turns.after_turn import LIMIT, HookResult, HookRunner, hook_env, run_hook
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
-from everchat.actors.turn_runner import TurnRunnerActor
+from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text
 from everchat.transport import schema
 
@@ -285,7 +285,9 @@ def test_the_supervisor_waits_for_the_turn_runner_as_long_as_its_commands_may_ta
     the supervisor's wait before it kills the process covers that."""
     import inspect
 
-    from everchat.actors import after_turn, supervisor
+    from everchat.actors import supervisor
+
+    from everchat.actors.turns.turn import after_turn
 
     assert after_turn.STOP_SECONDS >= 5.0 + after_turn.CLOSE_START_SECONDS + LIMIT
     # the wait the stop gives each actor, in both placements (Supervisor.stop, _stop_hosted)
@@ -298,7 +300,7 @@ def test_the_last_turns_command_of_ask_runs_before_ask_ends(monkeypatch, tmp_pat
     still running when ask closes the chat, the second's queued behind it; both run, in
     order, before ask returns (single placement: the supervisor stops the turn runner
     first and waits for it), and the failure of the last is said on stderr."""
-    from everchat.actors import after_turn
+    from everchat.actors.turns.turn import after_turn
     from everchat.frontends.cli import main
     from test_goals_run import Script
 

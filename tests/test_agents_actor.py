@@ -22,7 +22,7 @@ from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner.actor import PlannerActor
 from everchat.actors.store import Transcripts
-from everchat.actors.turn_runner import TurnRunnerActor
+from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text, ToolCall
 from everchat.transport import Actor, Node, RemoteError, schema
 

@@ -9,7 +9,7 @@ from everchat.actors.agents import (AGENT_LIMIT, AgentBook, AgentError, agent_he
                                     report_key, report_text)
 from everchat.actors.call_texts import TURN_OPENING
 from everchat.actors.models import TextBlock, ToolResultBlock, ToolUseBlock
-from everchat.actors.turns import Input
+from everchat.actors.turns.turn import Input
 
 
 def spawn(book: AgentBook, name: str, n: int = 0) -> None:

@@ -492,7 +492,7 @@ def test_a_running_goal_travels_with_the_backup_and_comes_back_paused_saying_so(
     """A goal saved mid-turn on this machine: the ZIP holds goal.json as it is; the
     restored chat has the goal, paused, "restored from a backup" (it must not start
     working on its own on the machine it is restored to). The original is untouched."""
-    from everchat.actors.goals import GOAL_NAME, Goal, load_goal, save_goal
+    from everchat.actors.turns.goals import GOAL_NAME, Goal, load_goal, save_goal
 
     chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
     make_chat(chat, notes=10)
@@ -520,7 +520,7 @@ def stat_mode(path: Path) -> int:
 
 
 def test_a_paused_goal_comes_back_paused_with_its_reason_and_no_goal_stays_none(tmp_path):
-    from everchat.actors.goals import Goal, load_goal, save_goal
+    from everchat.actors.turns.goals import Goal, load_goal, save_goal
 
     chat, new = tmp_path / "chat", tmp_path / "restored"
     make_chat(chat, notes=10)
@@ -549,7 +549,7 @@ def test_a_restored_chat_opens_with_its_goal_paused_and_only_the_persons_word_re
     paused (no check, no continuation); the person's message resumes it ("resumed"), its
     turn is checked (the demo model finds it met), and nothing ran before it."""
     from everchat.actors import config
-    from everchat.actors.goals import Goal, GoalBook, load_goal, save_goal
+    from everchat.actors.turns.goals import Goal, GoalBook, load_goal, save_goal
     from everchat.actors.session import ChatSession
     from everchat.transport import schema
 

@@ -5,7 +5,7 @@ is parsed with `ast`, never imported, and its imports resolved to modules of the
 repository (relative ones too; `from pkg import name` counts as importing `pkg.name` when
 that is a module). What is checked:
 
-- the pure cores (`actors/memory`, `actors/store`, `actors/turns.py`,
+- the pure cores (`actors/memory`, `actors/store`, `actors/turns/turn.py`,
   `actors/compactor/compaction.py`, `actors/models`) import nothing from `everchat.transport` or
   `everchat.frontends`, and `transport` nothing from `everchat.actors`: at any depth, a
   lazy import inside a function crosses the wall all the same;
@@ -28,7 +28,7 @@ import pytest
 __all__: list[str] = []
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE = ("everchat.actors.memory", "everchat.actors.store", "everchat.actors.turns",
+PURE = ("everchat.actors.memory", "everchat.actors.store", "everchat.actors.turns.turn",
         "everchat.actors.compactor.compaction", "everchat.actors.models")
 TEST_ONLY = ("hypothesis", "pytest")
 

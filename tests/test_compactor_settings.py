@@ -13,7 +13,7 @@ from everchat.actors.compactor.actor import CompactorWorker, configured_summariz
 from everchat.actors.config import load
 from everchat.actors.memory import Budget
 from everchat.actors.supervisor import build_actor
-from everchat.actors.turn_runner import SETTINGS_ENV, settings_flags
+from everchat.actors.turns.actor import SETTINGS_ENV, settings_flags
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The goals' pure core (issue 13, actors/goals.py): the check's answer, the turn counter,
+"""The goals' pure core (issue 13, actors/turns/goals.py): the check's answer, the turn counter,
 pausing, halting, resuming after a restart, and goal.json through the log writer's store path."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from everchat.actors.goals import (CHECK_CHARS, CONTINUE, GOAL_NAME, MET, TURN_LIMIT, Goal, GoalBook, check_text,
+from everchat.actors.turns.goals import (CHECK_CHARS, CONTINUE, GOAL_NAME, MET, TURN_LIMIT, Goal, GoalBook, check_text,
                                    is_met, load_goal, save_goal)
 from everchat.actors.chat import open_writer_store
 from everchat.actors.store import CorruptRecord

@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from everchat.actors import goals
+from everchat.actors.turns.turn import goals
 from everchat.actors.session import ChatSession
-from everchat.actors.turn_runner import TurnRunnerActor
+from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text
 from everchat.transport import schema
 

@@ -58,7 +58,7 @@ def test_goal_shows_its_lines_until_met_and_halt_drops_the_next_one(tmp_path):
 
 
 def test_a_paused_goal_is_shown_when_the_chat_opens_again(tmp_path):
-    from everchat.actors.goals import Goal, save_goal
+    from everchat.actors.turns.goals import Goal, save_goal
 
     with FakeModelServer() as server:
         settings = settings_for(tmp_path, server)

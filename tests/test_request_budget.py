@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from everchat.actors.chat import Chat
-from everchat.actors.goals import check_text
+from everchat.actors.turns.goals import check_text
 from everchat.actors.memory import (FOLDED, PLACEHOLDER, Budget, aligned, end, key_of, level, name, newest_within,
                                     render_line, request_lines, start)
 from everchat.actors.planner.planning import UNSETTLED_MARK

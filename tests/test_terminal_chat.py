@@ -12,7 +12,7 @@ from terminal_world import running
 
 from everchat.actors import config
 from everchat.actors.session import ChatSession
-from everchat.actors.turns import INCOMPLETE
+from everchat.actors.turns.turn import INCOMPLETE
 from everchat.tools.fakemodel import FakeModelServer, Latency, Reply, Text, Thinking
 from everchat.transport import schema
 

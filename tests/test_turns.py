@@ -22,7 +22,7 @@ from everchat.actors.models import (
 )
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError
-from everchat.actors.turns import DRAFT_SECONDS, Input, TurnRunner
+from everchat.actors.turns.turn import DRAFT_SECONDS, Input, TurnRunner
 from everchat.transport import schema
 
 VIEW = "<chat>\n" + "".join(f"{i}+1|user: line {i}\n" for i in range(6)) + "</chat>"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from everchat.actors.session import ChatSession
-from everchat.actors.turns import incomplete_text
+from everchat.actors.turns.turn import incomplete_text
 from everchat.tools.fakemodel import Latency, Reply, Text
 from everchat.transport import schema
 

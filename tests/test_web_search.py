@@ -20,7 +20,7 @@ from polling import wait_until
 
 from everchat.actors.config import add_arguments, load
 from everchat.actors.hands import HandTools, web_for
-from everchat.actors.model_calls import settings_flags
+from everchat.actors.turns.calls import settings_flags
 from everchat.actors.web_tools import (LIMIT_BYTES, WebTools, is_public, page_text, parse_brave,
                                        parse_duckduckgo)
 

@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from everchat.actors.goals import GOAL_NAME
+from everchat.actors.turns.goals import GOAL_NAME
 from everchat.actors.store import CVIEW_NAME, VIEW_NAME
 from everchat.actors.store._transcripts import _NAME as _AGENT
 from everchat.actors.store._transcripts import TRANSCRIPT_FILE

@@ -48,7 +48,7 @@ def configured_summarizer(on_usage: Callable | None = None, settings=None, extra
     after the memory tools, so compactions send the very tools turns send (R26, R45)."""
     from everchat.actors.compactor.compaction import Summarizer as ModelSummarizer
     from everchat.actors.prompt import chat_prompt
-    from everchat.actors.turn_runner import configured_settings
+    from everchat.actors.turns.actor import configured_settings
 
     settings = settings if settings is not None else configured_settings()
     prompt = chat_prompt(settings, extra_tools)

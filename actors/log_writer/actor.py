@@ -20,7 +20,7 @@ from pathlib import Path
 
 from everchat.actors.chat import open_writer_store
 from everchat.actors.drafts import save_draft
-from everchat.actors.goals import Goal, load_goal, save_goal
+from everchat.actors.turns.goals import Goal, load_goal, save_goal
 from everchat.actors.planner.planning import records_after
 from everchat.actors.store import ChatStore, CorruptRecord, Transcripts
 from everchat.actors.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
@@ -205,7 +205,7 @@ class LogWriter(Actor):
         save_draft(self.store.path, msg.key, msg.text, msg.meta)
         return schema.Ack()
 
-    # -- the chat's goal (issue 13, actors/goals.py) ---------------------------------------
+    # -- the chat's goal (issue 13, actors/turns/goals.py) ---------------------------------------
 
     def on_save_goal(self, msg: schema.SaveGoal, delivery) -> schema.Ack:
         """Replace goal.json (atomically), or remove it."""

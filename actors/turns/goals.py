@@ -1,6 +1,6 @@
 """Goals (issue 13): `/goal TEXT` keeps the chat working until a check says the goal is met.
 
-Pure: no sockets, no threads. The turn runner actor (actors/turn_runner.py) holds one
+Pure: no sockets, no threads. The turn runner actor (actors/turns/actor.py) holds one
 `GoalBook` and asks it what to do at each step; tests drive it directly.
 
 The loop, as the book sees it:

@@ -40,15 +40,15 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from everchat.actors.models import ImageBlock, Message, ModelError, Request, TextBlock, TextDelta, Usage
-from everchat.actors.after_turn import HookRunner
-from everchat.actors.goals import (CHECK_MAX_TOKENS, CHECK_SYSTEM, CONTINUE, TURN_LIMIT, Goal, GoalBook, Step,
+from everchat.actors.turns.after_turn import HookRunner
+from everchat.actors.turns.goals import (CHECK_MAX_TOKENS, CHECK_SYSTEM, CONTINUE, TURN_LIMIT, Goal, GoalBook, Step,
                                    check_text)
 from everchat.actors.hands import MAIN, HandTools, web_for
 from everchat.actors.prompt import chat_prompt
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
-from everchat.actors.turns import Input, TurnRunner
+from everchat.actors.turns.turn import Input, TurnRunner
 from everchat.actors.usage import metered, report
-from everchat.actors.model_calls import (SETTINGS_ENV, AskReader, computers_joined, configured_settings, interruptible,
+from everchat.actors.turns.calls import (SETTINGS_ENV, AskReader, computers_joined, configured_settings, interruptible,
                                           settings_flags)
 from everchat.transport import Actor, TransportError, schema
 
@@ -149,7 +149,7 @@ class TurnRunnerActor(Actor):
             log.warning("%s: no reply model yet: %s", self, error)
         command = getattr(self.settings, "after_turn", "")
         if command:
-            from everchat.actors.after_turn import LIMIT
+            from everchat.actors.turns.after_turn import LIMIT
 
             self.hooks = HookRunner(command, chat=self.settings.chat_dir, home=self.settings.home,
                                     on_failure=self._hook_failed,
