@@ -38,7 +38,7 @@ def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "config
 
         return DevicesActor, (_home(settings), chat)
     if name == "agents":  # R38: the agents and their report outbox
-        from everchat.actors.agents import AgentsActor
+        from everchat.actors.agents.actor import AgentsActor
 
         return AgentsActor, (settings if settings is not None else "configured", None, "log_writer", "planner",
                              "devices", tuple(extra_tools))

@@ -413,7 +413,7 @@ class ChatSession:
 
     def _transcript(self, name: str, page: int) -> str:
         """R35's zoom("Name") through the log writer, with the model's tool's words."""
-        from everchat.actors.agents import transcript_page
+        from everchat.actors.agents.actor import transcript_page
 
         return transcript_page(lambda msg: self._ask("log_writer", msg, timeout=_ASK_SECONDS), name, page)
 

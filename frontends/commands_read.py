@@ -74,7 +74,7 @@ class _StoreReader:
 def _transcript(chat, agent: str, page: int) -> str:
     """R35: zoom("Name") with the model's own tool code, so the words are the same; the
     transcript (`agents/NAME/`) is read read-only (R5)."""
-    from everchat.actors.agents import no_agent, page_text, unreadable
+    from everchat.actors.agents.actor import no_agent, page_text, unreadable
     from everchat.actors.memory_tools import MemoryTools, ZoomError
     from everchat.actors.store import BadInput, CorruptRecord, NoTranscript, Transcripts
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from everchat.actors.agents import AgentsActor
+from everchat.actors.agents.actor import AgentsActor
 from everchat.actors.config import load
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget

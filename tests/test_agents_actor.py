@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.agents import AgentsActor, transcript_page
+from everchat.actors.agents.actor import AgentsActor, transcript_page
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner.actor import PlannerActor

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from everchat.actors.agents import (AGENT_LIMIT, AgentBook, AgentError, agent_header, history_messages,
+from everchat.actors.agents.actor import (AGENT_LIMIT, AgentBook, AgentError, agent_header, history_messages,
                                     report_key, report_text)
 from everchat.actors.call_texts import TURN_OPENING
 from everchat.actors.models import TextBlock, ToolResultBlock, ToolUseBlock

@@ -461,7 +461,7 @@ def test_r38_a_report_past_the_cut_is_unreported_in_the_backup_and_logged_once_a
     """An agent's report logged to main/ after the saved view of a running chat (past the
     cut) is not in the backup: its transcript ends before that report's `reported` record,
     so the restored chat's agents find it in their outbox and log it, by its key, once."""
-    from everchat.actors.agents import report_key
+    from everchat.actors.agents.actor import report_key
 
     chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
     make_chat(chat, notes=40)

@@ -130,7 +130,7 @@ class TurnRunnerActor(Actor):
         self.prompt = chat_prompt(self.settings, specs)
         reply = self.settings.reply
         self.core = TurnRunner(self.prompt, reply.model, effort=reply.effort, tool_rounds=self.settings.tool_rounds)
-        from everchat.actors.agents import transcript_page
+        from everchat.actors.agents.actor import transcript_page
 
         def transcript(name: str, page: int) -> str:  # R35: zoom("Name")
             return transcript_page(lambda msg: self.node.ask(self.log_writer, msg, timeout=_ASK_SECONDS), name, page)
