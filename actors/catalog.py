@@ -34,7 +34,7 @@ def build_actor(name: str, chat: Path, budget: Budget, summarizer: str = "config
         return CompactorWorker, ("planner", summarizer, "log_writer", settings,
                                  tuple(spec for spec, _ in extra_tools))
     if name == "devices":  # R39: the device hub; `work/` and its journal live in Everchat's home
-        from everchat.actors.devices import DevicesActor
+        from everchat.actors.devices.actor import DevicesActor
 
         return DevicesActor, (_home(settings), chat)
     if name == "agents":  # R38: the agents and their report outbox

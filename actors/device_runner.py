@@ -25,9 +25,9 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors.device_hub import same_call
-from everchat.actors.device_jobs import TOOLS, Job, Outcome, OutputClip, run_job, work_folder
-from everchat.actors.device_journal import Journal
+from everchat.actors.devices.hub import same_call
+from everchat.actors.devices.jobs import TOOLS, Job, Outcome, OutputClip, run_job, work_folder
+from everchat.actors.devices.journal import Journal
 from everchat.actors.device_remote import POLL_WAIT, JoinRefused, enroll, hash_secret, parse_link
 from everchat.transport import (ActorStopped, AskTimeout, KeyPair, KeyStore, Node, PeerLost, RemoteError,
                                 TransportError, schema)

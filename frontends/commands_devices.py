@@ -133,7 +133,7 @@ def run_device_command(args: argparse.Namespace) -> int:
 
 
 def _join(args: argparse.Namespace) -> int:
-    from everchat.actors.device_journal import JournalError
+    from everchat.actors.devices.journal import JournalError
     from everchat.actors.device_remote import JoinRefused
     from everchat.actors.device_runner import run_device
     from everchat.actors.device_remote import check_device_name, parse_link

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.device_jobs import EXPIRY, MAX_TIMEOUT, Job, Outcome, group_alive, job_from_call, run_job, work_folder
-from everchat.actors.device_journal import AlreadyRunning, Journal
+from everchat.actors.devices.jobs import EXPIRY, MAX_TIMEOUT, Job, Outcome, group_alive, job_from_call, run_job, work_folder
+from everchat.actors.devices.journal import AlreadyRunning, Journal
 from everchat.actors.store import clip_echo
 from polling import wait_until
 
@@ -478,8 +478,8 @@ def test_a_job_that_raises_has_an_error_outcome(tmp_path):
 
 CRASH_AFTER_BEGIN = textwrap.dedent("""
     import sys
-    from everchat.actors.device_jobs import job_from_call
-    from everchat.actors.device_journal import Journal
+    from everchat.actors.devices.jobs import job_from_call
+    from everchat.actors.devices.journal import Journal
     journal = Journal(sys.argv[1])
     job = job_from_call("k1", "shell", {"command": "make deploy"}, "main", now=float(sys.argv[2]))
     def run():
@@ -543,7 +543,7 @@ def test_a_torn_last_line_is_skipped_with_a_warning_and_appending_goes_on(tmp_pa
     whole = path.stat().st_size
     with open(path, "ab") as file:
         file.write(b'{"v":1,"op":"begin","job":{"id":"k2"')
-    with caplog.at_level(logging.WARNING, logger="everchat.actors.device_jobs"):
+    with caplog.at_level(logging.WARNING, logger="everchat.actors.devices.jobs"):
         with Journal(path) as journal:
             assert not journal.known("k2") and journal.state("k1") == "finished"
             journal.delivered("k1")
@@ -565,7 +565,7 @@ def test_p13_a_damaged_record_is_set_aside_with_one_line_and_nothing_it_names_ru
     damaged = b"".join(lines[:3]) + b'{"v":1,"op":"bogus","id":"k2"}\n' + lines[3] + torn_k4 + b"".join(lines[4:])
     path.write_bytes(damaged)
     runs = []
-    with caplog.at_level(logging.WARNING, logger="everchat.actors.device_jobs"):
+    with caplog.at_level(logging.WARNING, logger="everchat.actors.devices.jobs"):
         with Journal(path, clock=lambda: NOW) as journal:
             assert journal.state("k1") == "delivered"
             recovered = dict((found.id, outcome) for found, outcome in journal.recover(now=NOW + 1))

@@ -1,4 +1,4 @@
-"""The device hub's pure core and its devices file (actors/devices.py; docs/HANDS.md §3-§5,
+"""The device hub's pure core and its devices file (actors/devices/actor.py; docs/HANDS.md §3-§5,
 R39): no sockets, no threads; times are passed in."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import stat
 
 import pytest
 
-from everchat.actors.device_jobs import Job, Outcome
+from everchat.actors.devices.jobs import Job, Outcome
 from everchat.actors.device_remote import DeviceBook, hash_secret
-from everchat.actors.devices import EXPIRY_SECONDS, DeviceHub
-from everchat.actors.device_hub import job_id
+from everchat.actors.devices.actor import EXPIRY_SECONDS, DeviceHub
+from everchat.actors.devices.hub import job_id
 from everchat.transport import schema
 
 KEY = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"

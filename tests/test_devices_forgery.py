@@ -14,8 +14,8 @@ import pytest
 from devices_world import WAIT, devices, hub, joined, lines, listen, rogue  # noqa: F401 (fixtures)
 from polling import wait_until
 
-from everchat.actors.device_hub import job_id
-from everchat.actors.devices import _Refusals, load_job_secret
+from everchat.actors.devices.hub import job_id
+from everchat.actors.devices.actor import _Refusals, load_job_secret
 from everchat.transport import RemoteError, schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")

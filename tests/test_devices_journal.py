@@ -58,7 +58,7 @@ def test_p13_the_hubs_own_journal_is_mended_the_same_way(tmp_path, caplog):
         hub.stop()
         journal = hub.home / "devices" / "local-journal.jsonl"
         offset = damage(journal)
-        with caplog.at_level(logging.WARNING, logger="everchat.actors.device_jobs"):
+        with caplog.at_level(logging.WARNING, logger="everchat.actors.devices.jobs"):
             hub.start()
         assert hub.run("call-1", command, device="").text == "done\n[exit 0]"   # read from the set-aside part
         assert lines(hub.home / "work" / "main" / "side.txt") == ["ran"]

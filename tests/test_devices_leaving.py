@@ -18,7 +18,7 @@ import pytest
 from devices_world import WAIT, Hub, add, devices, everchat, joined, lines, rogue  # noqa: F401 (fixtures)
 from polling import wait_until
 
-from everchat.actors.device_hub import OFFLINE_SECONDS
+from everchat.actors.devices.hub import OFFLINE_SECONDS
 from everchat.actors.device_remote import POLL_WAIT
 from everchat.transport import schema
 

@@ -19,8 +19,8 @@ import pytest
 from devices_world import WAIT, add, devices, everchat, hub, joined, lines, listen  # noqa: F401 (fixtures)
 from polling import wait_until
 
-from everchat.actors.device_jobs import group_alive
-from everchat.actors.devices import DevicesActor
+from everchat.actors.devices.jobs import group_alive
+from everchat.actors.devices.actor import DevicesActor
 from everchat.transport import KeyStore, Node, PeerLost, RemoteError, schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")
@@ -262,7 +262,7 @@ HUB_PROCESS = """
 import sys, threading, signal
 from pathlib import Path
 from everchat.transport import Node
-from everchat.actors.devices import DevicesActor
+from everchat.actors.devices.actor import DevicesActor
 home = Path(sys.argv[1])
 node = Node("hub", bind=f"ipc://{home}/hub.sock").start()
 node.host("devices", DevicesActor, home=home, chat=home / "chat")

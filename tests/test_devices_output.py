@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from devices_world import WAIT, devices, hub, joined, listen, rogue  # noqa: F401 (fixtures)
 from polling import wait_until
 
-from everchat.actors.device_jobs import OutputClip
+from everchat.actors.devices.jobs import OutputClip
 from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
 from everchat.transport import schema
 

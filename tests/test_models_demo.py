@@ -27,7 +27,7 @@ from everchat.actors.models import (
     connect,
     extractive_summary,
 )
-from everchat.actors.device_jobs import job_from_call, run_job, work_folder
+from everchat.actors.devices.jobs import job_from_call, run_job, work_folder
 from everchat.actors.models._summarize import key_tokens
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
 

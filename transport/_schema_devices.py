@@ -2,7 +2,7 @@
 one, their results and output, and the remote device's own protocol (enrollment, long
 polls, reports, output chunks).
 
-Received by `devices` (actors/devices.py), except `EnrollDevice`, which a joining device
+Received by `devices` (actors/devices/actor.py), except `EnrollDevice`, which a joining device
 sends to the hub's enrollment socket (actors/device_remote.py). `JobOutput` is published on
 topic "device" (DROP: a hint). Job ids are the tool calls' idempotency keys.
 

@@ -11,7 +11,7 @@ command after each turn.
   folder) and `EVERCHAT_HOME` (Everchat's home, as the chat uses it).
 - It runs in the chat process's working folder (where Everchat was started); what it leaves
   running when it exits is ended with it, also a process that left its group (`setsid`) or
-  was orphaned on purpose: it runs under the devices' job keeper (actors/job_keeper.py,
+  was orphaned on purpose: it runs under the devices' job keeper (actors/devices/keeper.py,
   `--end-rest`), which keeps the whole tree it started (P16 of issue 20).
 - `HookRunner` runs them one at a time, in the order the turns ended, on a thread of its
   own: a slow command never delays the next turn, and commands never overlap.
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from everchat.actors.credentials import is_credential
-from everchat.actors.job_keeper import end_keeper
+from everchat.actors.devices.keeper import end_keeper
 
 __all__ = ["CLOSE_START_SECONDS", "LIMIT", "STOP_SECONDS", "HookResult", "HookRunner", "hook_env", "run_hook"]
 

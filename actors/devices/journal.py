@@ -1,5 +1,5 @@
 """A device's journal of its jobs: R39's "never twice" across a crash (issue 11; docs/HANDS.md
-section 4; P13 of issue 20). The device hub's local jobs (`actors/devices.py`) and a joined
+section 4; P13 of issue 20). The device hub's local jobs (`actors/devices/actor.py`) and a joined
 computer's (`actors/device_runner.py`) are journaled here before they run:
 
     journal = Journal(home / "device" / "journal.jsonl")
@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from everchat.actors.device_jobs import EXPIRY, Job, Outcome, _fsync_folder
+from everchat.actors.devices.jobs import EXPIRY, Job, Outcome, _fsync_folder
 
 __all__ = ["Journal", "JournalError", "AlreadyRunning"]
 
-log = logging.getLogger("everchat.actors.device_jobs")   # the name its warnings always had
+log = logging.getLogger("everchat.actors.devices.jobs")   # the name its warnings always had
 
 
 class JournalError(Exception):

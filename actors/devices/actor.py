@@ -4,7 +4,7 @@ computers joined to the chat, never one run twice.
     node.host("devices", DevicesActor, home=Path("~/.everchat"), chat=Path("~/.everchat/chat"))
     node.ask("devices", schema.RunJob("call-7", "", "shell", {"command": "ls"}, "main", 0.0), timeout=700)
 
-`DeviceHub` (actors/device_hub.py) is the pure core: the enrolled devices, who is online,
+`DeviceHub` (actors/devices/hub.py) is the pure core: the enrolled devices, who is online,
 each device's queue, every job by its id with its askers, and who may report what (P1).
 
 `DevicesActor` is the shell, named "devices". A job's id is the hub's own, made from the
@@ -38,9 +38,9 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors.device_hub import EXPIRY_SECONDS, KEEP_SECONDS, OFFLINE_SECONDS, POLL_SECONDS, DeviceHub, job_id
-from everchat.actors.device_jobs import Job, Outcome, OutputClip, job_from_call, run_job, work_folder
-from everchat.actors.device_journal import Journal
+from everchat.actors.devices.hub import EXPIRY_SECONDS, KEEP_SECONDS, OFFLINE_SECONDS, POLL_SECONDS, DeviceHub, job_id
+from everchat.actors.devices.jobs import Job, Outcome, OutputClip, job_from_call, run_job, work_folder
+from everchat.actors.devices.journal import Journal
 from everchat.actors.device_remote import LINK_SECONDS, DeviceBook, EnrollmentServer
 from everchat.transport import Actor, KeyStore, parse_address, schema
 

@@ -1,9 +1,9 @@
 """What a device does with one job (issue 11, R39; docs/HANDS.md section 4).
 
-Pure: no sockets, no actors. The device hub (`actors/devices.py`) and a joined computer
+Pure: no sockets, no actors. The device hub (`actors/devices/actor.py`) and a joined computer
 (`actors/device_runner.py`) both run their jobs with `run_job`, show their output through
 an `OutputClip` (P4), and keep their promise of "never twice" with a `Journal`
-(`actors/device_journal.py`):
+(`actors/devices/journal.py`):
 
     job = job_from_call(call_id, "shell", {"command": "make test"}, caller="main")
     outcome = journal.run_once(job, lambda: run_job(job, work_folder(home, "main"), show, cancel))
@@ -11,7 +11,7 @@ an `OutputClip` (P4), and keep their promise of "never twice" with a `Journal`
 Choices this module makes (and documents here):
 
 - `shell` runs `/bin/sh -c COMMAND` in the work folder through its keeper
-  (actors/job_keeper.py: a session of its own, the shell leading a process group of its
+  (actors/devices/keeper.py: a session of its own, the shell leading a process group of its
   own), stdin from /dev/null, stdout and stderr merged. Output is handed to `on_output`
   as it comes. The timeout defaults to 600 s and is capped at `MAX_TIMEOUT` (600 s): a
   journal entry expires 10 minutes after its job was made, so a longer job could never be
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from everchat.actors.job_keeper import end_keeper
+from everchat.actors.devices.keeper import end_keeper
 from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
 
 __all__ = [
@@ -360,7 +360,7 @@ _KEEPER_MARGIN = 10.0
 
 
 def _kill_tree(process: subprocess.Popen) -> None:
-    """Stop a job (P16): its keeper (actors/job_keeper.py) kills every process the job
+    """Stop a job (P16): its keeper (actors/devices/keeper.py) kills every process the job
     started, wherever it went (SIGTERM, then SIGKILL after `KILL_GRACE` seconds), then
     ends. Should the keeper not end in time, the tree under it is killed from here."""
     end_keeper(process, KILL_GRACE + _KEEPER_MARGIN, log)

@@ -1,5 +1,5 @@
 """The device hub's pure core (docs/HANDS.md §3, §5; R39, issue 20 P1): no sockets, threads
-or files; times are passed in. `actors/devices.py` is its shell.
+or files; times are passed in. `actors/devices/actor.py` is its shell.
 
 `DeviceHub` knows the enrolled devices, when each was last heard from, each device's
 queue, and every job by its id, with the askers waiting for it. Every method returns what
@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from everchat.actors.device_jobs import Job, Outcome
+from everchat.actors.devices.jobs import Job, Outcome
 from everchat.transport import schema
 
 __all__ = ["DeviceHub", "job_id", "same_call", "OFFLINE_SECONDS", "KEEP_SECONDS", "EXPIRY_SECONDS", "POLL_SECONDS"]
