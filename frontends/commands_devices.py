@@ -95,7 +95,7 @@ def run_device_command(args: argparse.Namespace) -> int:
     if args.action == "join":
         return _join(args)
     chat = args.data_dir
-    from everchat.actors.device_remote import check_device_name
+    from everchat.actors.enrollment.actor import check_device_name
 
     try:
         check_device_name(args.target)
@@ -124,7 +124,7 @@ def run_device_command(args: argparse.Namespace) -> int:
         finally:
             node.stop()
     else:
-        from everchat.actors.device_remote import remove_device
+        from everchat.actors.enrollment.actor import remove_device
 
         if not remove_device(chat, args.target):
             raise CommandError(f"no device called {args.target!r} is enrolled in {chat}")
@@ -134,9 +134,9 @@ def run_device_command(args: argparse.Namespace) -> int:
 
 def _join(args: argparse.Namespace) -> int:
     from everchat.actors.devices.journal import JournalError
-    from everchat.actors.device_remote import JoinRefused
-    from everchat.actors.device_runner import run_device
-    from everchat.actors.device_remote import check_device_name, parse_link
+    from everchat.actors.enrollment.actor import JoinRefused
+    from everchat.actors.joined.actor import run_device
+    from everchat.actors.enrollment.actor import check_device_name, parse_link
     from everchat.actors.process import SignalStop
 
     if not args.name:
@@ -158,7 +158,7 @@ def _join(args: argparse.Namespace) -> int:
 def run_devices(args: argparse.Namespace) -> int:
     """`everchat devices`: every enrolled device (devices.json), online or not; who is
     online comes from the running server's hub when one runs."""
-    from everchat.actors.device_remote import DeviceBook
+    from everchat.actors.enrollment.actor import DeviceBook
     from everchat.transport import schema
 
     chat = args.data_dir

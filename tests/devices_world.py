@@ -22,7 +22,7 @@ import pytest
 
 from polling import wait_until
 
-from everchat.actors.device_remote import enroll
+from everchat.actors.enrollment.actor import enroll
 from everchat.actors.devices.actor import DevicesActor
 from everchat.transport import Actor, KeyStore, Node, schema
 

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from everchat.actors.devices.jobs import Job, Outcome
-from everchat.actors.device_remote import DeviceBook, hash_secret
+from everchat.actors.enrollment.actor import DeviceBook, hash_secret
 from everchat.actors.devices.actor import EXPIRY_SECONDS, DeviceHub
 from everchat.actors.devices.hub import job_id
 from everchat.transport import schema
@@ -253,7 +253,7 @@ def test_a_job_never_taken_expires_with_an_error_and_one_never_reported_as_uncer
     assert answers[taken].uncertain
 
 
-# ---- devices.json (actors/device_remote.py) -------------------------------------------
+# ---- devices.json (actors/enrollment/actor.py) -------------------------------------------
 
 
 def book_with_secret(tmp_path, name="laptop", now=0.0):

@@ -19,7 +19,7 @@ from devices_world import WAIT, Hub, add, devices, everchat, joined, lines, rogu
 from polling import wait_until
 
 from everchat.actors.devices.hub import OFFLINE_SECONDS
-from everchat.actors.device_remote import POLL_WAIT
+from everchat.actors.enrollment.actor import POLL_WAIT
 from everchat.transport import schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")

@@ -235,7 +235,7 @@ def test_shell_output_is_published_as_job_output_on_topic_device(hub, devices, t
 
 
 def test_devices_on_a_server_without_a_hub_lists_the_file_and_warns(tmp_path):
-    from everchat.actors.device_remote import DeviceBook
+    from everchat.actors.enrollment.actor import DeviceBook
 
     home = tmp_path / "server"
     chat = home / "chat"

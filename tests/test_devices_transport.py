@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from everchat.actors.device_remote import EnrollmentServer, JoinRefused, enroll
+from everchat.actors.enrollment.actor import EnrollmentServer, JoinRefused, enroll
 from everchat.transport import Actor, KeyStore, Node, PeerLost, RemoteError, schema
 from polling import wait_until
 
@@ -135,7 +135,7 @@ def test_a_revoked_key_gets_no_new_connection(tmp_path, server):
         again.stop()
 
 
-# ---- the enrollment socket (actors/device_remote.py) --------------------------------------
+# ---- the enrollment socket (actors/enrollment/actor.py) --------------------------------------
 
 @pytest.fixture
 def enrollment(tmp_path):

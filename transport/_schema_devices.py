@@ -3,7 +3,7 @@ one, their results and output, and the remote device's own protocol (enrollment,
 polls, reports, output chunks).
 
 Received by `devices` (actors/devices/actor.py), except `EnrollDevice`, which a joining device
-sends to the hub's enrollment socket (actors/device_remote.py). `JobOutput` is published on
+sends to the hub's enrollment socket (actors/enrollment/actor.py). `JobOutput` is published on
 topic "device" (DROP: a hint). Job ids are the tool calls' idempotency keys.
 
 Part of `everchat.transport.schema`: import them from there (`schema.RunJob`).

@@ -20,7 +20,7 @@ name its key was enrolled under, and only about jobs sent to it; each refusal is
 with its name (`_Refusals`: at most a line every few seconds a device). What a job
 prints is published as `JobOutput` through an `OutputClip` (P4: about 30,000 characters a
 job, whatever it prints). Enrollment (a join secret, `devices.json`) is in
-actors/device_remote.py (`DeviceBook`, `EnrollmentServer`).
+actors/enrollment/actor.py (`DeviceBook`, `EnrollmentServer`).
 
 `config/devices.json` (0600, written atomically, versioned) is this actor's alone while
 it runs; `everchat device remove` edits it only when no server runs
@@ -41,7 +41,7 @@ from pathlib import Path
 from everchat.actors.devices.hub import EXPIRY_SECONDS, KEEP_SECONDS, OFFLINE_SECONDS, POLL_SECONDS, DeviceHub, job_id
 from everchat.actors.devices.jobs import Job, Outcome, OutputClip, job_from_call, run_job, work_folder
 from everchat.actors.devices.journal import Journal
-from everchat.actors.device_remote import LINK_SECONDS, DeviceBook, EnrollmentServer
+from everchat.actors.enrollment.actor import LINK_SECONDS, DeviceBook, EnrollmentServer
 from everchat.transport import Actor, KeyStore, parse_address, schema
 
 __all__ = ["DeviceHub", "DevicesActor", "OFFLINE_SECONDS", "KEEP_SECONDS", "EXPIRY_SECONDS", "POLL_SECONDS",

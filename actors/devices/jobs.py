@@ -1,7 +1,7 @@
 """What a device does with one job (issue 11, R39; docs/HANDS.md section 4).
 
 Pure: no sockets, no actors. The device hub (`actors/devices/actor.py`) and a joined computer
-(`actors/device_runner.py`) both run their jobs with `run_job`, show their output through
+(`actors/joined/actor.py`) both run their jobs with `run_job`, show their output through
 an `OutputClip` (P4), and keep their promise of "never twice" with a `Journal`
 (`actors/devices/journal.py`):
 

@@ -1,6 +1,6 @@
 """A device's journal of its jobs: R39's "never twice" across a crash (issue 11; docs/HANDS.md
 section 4; P13 of issue 20). The device hub's local jobs (`actors/devices/actor.py`) and a joined
-computer's (`actors/device_runner.py`) are journaled here before they run:
+computer's (`actors/joined/actor.py`) are journaled here before they run:
 
     journal = Journal(home / "device" / "journal.jsonl")
     outcome = journal.run_once(job, lambda: run_job(job, work_folder(home, "main"), show, cancel))

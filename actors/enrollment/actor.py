@@ -13,7 +13,7 @@ secret, public_key)`, whose `public_key` must be the key of the connection it ca
 `DeviceEnrolled(name, endpoint)` (the hub node's address, its key pinned) or an error.
 
 The device's end: `enroll` presents a link's secret; the loop that serves jobs after that
-(`run_device`, `DeviceRunner`) is in actors/device_runner.py.
+(`run_device`, `DeviceRunner`) is in actors/joined/actor.py.
 """
 
 from __future__ import annotations

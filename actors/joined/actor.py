@@ -28,7 +28,7 @@ from pathlib import Path
 from everchat.actors.devices.hub import same_call
 from everchat.actors.devices.jobs import TOOLS, Job, Outcome, OutputClip, run_job, work_folder
 from everchat.actors.devices.journal import Journal
-from everchat.actors.device_remote import POLL_WAIT, JoinRefused, enroll, hash_secret, parse_link
+from everchat.actors.enrollment.actor import POLL_WAIT, JoinRefused, enroll, hash_secret, parse_link
 from everchat.transport import (ActorStopped, AskTimeout, KeyPair, KeyStore, Node, PeerLost, RemoteError,
                                 TransportError, schema)
 
