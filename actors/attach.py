@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors.supervisor import GaveUp
+from everchat.actors.supervisor.actor import GaveUp
 from everchat.transport import KeyStore, Node, PeerLost, TransportError, schema
 
 __all__ = ["RemoteSupervisor", "NotAttachable", "ServerGone", "dial", "server_info"]

@@ -194,7 +194,7 @@ class ChatSession:
         to this chat while it is open (issue 10); a one-shot command, which ends soon and
         takes its actors with it, passes False."""
         from everchat.actors.memory import Budget
-        from everchat.actors.supervisor import Placement, Supervisor
+        from everchat.actors.supervisor.actor import Placement, Supervisor
 
         if chat is None:
             chat = getattr(settings, "chat_dir", None) or Path(settings.home) / "chat"
@@ -507,7 +507,7 @@ class ChatSession:
         events may come too, or not (another socket, no order between them): `next_event`
         hands each failure out once."""
         from everchat.actors.turns.after_turn import STOP_SECONDS
-        from everchat.actors.supervisor import GaveUp
+        from everchat.actors.supervisor.actor import GaveUp
 
         try:
             if not self.supervisor.running("turn_runner"):

@@ -393,20 +393,20 @@ def _run_actors(args, data_dir: Path) -> int:
             raise CommandError(str(error)) from None
         except KeyboardInterrupt:
             return 0
-    from everchat.actors.process import SignalStop
+    from everchat.actors.supervisor.process import SignalStop
 
     # SIGINT as well: see commands_web.run (a main thread in stop.wait() may never see it).
     on_term = SignalStop(stop, signal.SIGTERM, signal.SIGINT)  # its relay starts once the actors run
     if args.command == "actor":
         on_term.start()
-        from everchat.actors.process import run_actor
+        from everchat.actors.supervisor.process import run_actor
 
         keys = args.keys or data_dir / "config"
         try:
             return run_actor(args.name, data_dir, args.join, args.bind, None, keys, stop, args.summarizer)
         except KeyboardInterrupt:
             return 0
-    from everchat.actors.supervisor import Placement, Supervisor
+    from everchat.actors.supervisor.actor import Placement, Supervisor
 
     if args.workers is not None and not 1 <= args.workers <= 8:
         raise UsageError(f"--workers is 1 to 8 (R31), not {args.workers}")

@@ -257,6 +257,6 @@ def placement_of(args: argparse.Namespace, settings):
     """`--processes`: every actor in its own process; else None (all in this one)."""
     if not getattr(args, "processes", False):
         return None
-    from everchat.actors.supervisor import Placement
+    from everchat.actors.supervisor.actor import Placement
 
     return Placement("processes", workers=settings.compaction_jobs)

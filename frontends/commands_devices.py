@@ -137,7 +137,7 @@ def _join(args: argparse.Namespace) -> int:
     from everchat.actors.enrollment.actor import JoinRefused
     from everchat.actors.joined.actor import run_device
     from everchat.actors.enrollment.actor import check_device_name, parse_link
-    from everchat.actors.process import SignalStop
+    from everchat.actors.supervisor.process import SignalStop
 
     if not args.name:
         raise UsageError("device join needs --name NAME: this computer's name in the chat")

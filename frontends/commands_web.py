@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 
-from everchat.actors.process import SignalStop
+from everchat.actors.supervisor.process import SignalStop
 from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, load_settings
 
 __all__ = ["add_web_arguments", "run", "open_web_session", "check_web_flags", "every_interface"]
@@ -67,7 +67,7 @@ def open_web_session(args: argparse.Namespace, settings):
     honoured, or attached to a `serve` (or terminal chat) that already runs the chat
     (`start_session`, issue 10); any failure one line (CommandError). The web's own chat
     is attachable: `ask`, `note` … attach to it while it runs."""
-    from everchat.actors.supervisor import Placement
+    from everchat.actors.supervisor.actor import Placement
     from everchat.frontends.commands_turn import start_session
 
     workers = getattr(args, "workers", None) or settings.compaction_jobs

@@ -1,4 +1,4 @@
-"""An actor process (`python -m everchat.actors.process`, what `--processes` starts): it
+"""An actor process (`python -m everchat.actors.supervisor.process`, what `--processes` starts): it
 hosts its actor before it registers, so no request meets it without its actor; it logs
 to `run/<name>.log`, never to the terminal it shares with the person (P9); a joiner whose
 key the chat refuses fails at once (P9).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.process import run_actor
+from everchat.actors.supervisor.process import run_actor
 from everchat.transport import Actor, KeyStore, Node, PeerLost, TransportError, schema
 
 _SECONDS = 60.0
@@ -55,7 +55,7 @@ class _World:
 
     def start(self, name: str, *extra: str) -> subprocess.Popen:
         process = subprocess.Popen(
-            [sys.executable, "-m", "everchat.actors.process", "--name", name, "--chat", str(self.chat),
+            [sys.executable, "-m", "everchat.actors.supervisor.process", "--name", name, "--chat", str(self.chat),
              "--supervisor", self.node.endpoint, "--bind", f"ipc://{self.run / (name + '.sock')}", *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.processes.append(process)
@@ -219,7 +219,7 @@ def test_a_joiner_that_reaches_no_supervisor_says_so_once_its_wait_is_over(tmp_p
     Register's), then PeerLost naming the address."""
     import socket
 
-    from everchat.actors import process as actor_process
+    from everchat.actors.supervisor.actor import process as actor_process
 
     monkeypatch.setattr(actor_process, "_REGISTER_SECONDS", 0.5)
     with socket.socket() as probe:

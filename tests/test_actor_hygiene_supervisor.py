@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from everchat.actors import supervisor as supervisor_module
+from everchat.actors.supervisor.actor import actor as supervisor_module
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
 from everchat.actors.store import ChatLocked
-from everchat.actors.supervisor import GaveUp, Placement, Supervisor
-from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher
+from everchat.actors.supervisor.actor import GaveUp, Placement, Supervisor
+from everchat.actors.supervisor.parts import LOCK_NAME, ChatLock, Launcher
 from everchat.transport import schema
 
 _SECONDS = 60.0

@@ -14,7 +14,7 @@ import zmq
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.planner.actor import PlannerActor
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import Actor, AskTimeout, Node, RemoteError, schema
 from everchat.transport import _wire as wire
 

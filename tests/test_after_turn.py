@@ -285,7 +285,7 @@ def test_the_supervisor_waits_for_the_turn_runner_as_long_as_its_commands_may_ta
     the supervisor's wait before it kills the process covers that."""
     import inspect
 
-    from everchat.actors import supervisor
+    from everchat.actors.supervisor.actor import actor as supervisor
 
     from everchat.actors.turns.turn import after_turn
 

@@ -363,7 +363,7 @@ def test_r38_everchat_agents_and_ops_ask_the_running_agents_actor(monkeypatch, t
     import os
     import socket
 
-    from everchat.actors.catalog import NodeAgent
+    from everchat.actors.supervisor.catalog import NodeAgent
     from everchat.frontends.commands_agents import live_agents
     from everchat.frontends.ops import fetch_rows
 

@@ -13,7 +13,7 @@ from polling import wait_until
 
 from everchat.actors import config
 from everchat.actors.session import ChatSession
-from everchat.actors.supervisor import Placement
+from everchat.actors.supervisor.actor import Placement
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text
 
 NAMES = ("Ada", "Bob", "Cy")

@@ -27,7 +27,7 @@ from everchat.actors.config import load
 from everchat.actors.memory import Budget
 from everchat.actors.session import ChatSession
 from everchat.actors.store import ChatStore
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text
 from everchat.transport import TransportError
 

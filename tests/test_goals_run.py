@@ -196,7 +196,7 @@ def test_a_failed_check_pauses_the_goal_and_never_loops(monkeypatch, tmp_path, f
 
 
 def test_the_turn_runner_pauses_a_goal_after_30_turns_in_a_row(tmp_path):
-    from everchat.actors.catalog import build_actor
+    from everchat.actors.supervisor.catalog import build_actor
     from everchat.actors.memory import Budget
     from everchat.actors.config import load
 
@@ -211,7 +211,7 @@ def test_the_turn_runner_pauses_a_goal_after_30_turns_in_a_row(tmp_path):
 
 
 def test_a_goal_pauses_at_its_turn_limit_in_the_actor(monkeypatch, tmp_path, fake):
-    from everchat.actors import supervisor
+    from everchat.actors.supervisor.actor import actor as supervisor
 
     settings = configure(monkeypatch, tmp_path, fake, "anthropic")
     fake.rule(Script([], []))  # every check: not met
@@ -284,7 +284,7 @@ def test_input_while_the_check_runs_starts_its_turn_at_once_and_that_turn_is_che
 
 def test_the_goal_runs_with_the_turn_runner_in_its_own_process(tmp_path):
     from everchat.actors.config import load
-    from everchat.actors.supervisor import Placement
+    from everchat.actors.supervisor.actor import Placement
 
     settings = load({"demo": True}, env={}, home=tmp_path)  # the demo's check calls a goal met
     with ChatSession.open(settings, placement=Placement("processes", workers=1)) as session:

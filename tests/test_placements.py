@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.memory import Budget
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import ActorStopped, AskTimeout, KeyStore, PeerLost, RemoteError, schema
 
 MESSAGES = 160

@@ -25,7 +25,7 @@ import pytest
 
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -143,7 +143,7 @@ def test_p16_kill_9_of_ask_processes_right_after_its_input_is_logged_leaves_no_o
 _SUPERVISE = textwrap.dedent("""
     import sys, threading
     from everchat.actors.memory import Budget
-    from everchat.actors.supervisor import Placement, Supervisor
+    from everchat.actors.supervisor.actor import Placement, Supervisor
     supervisor = Supervisor(sys.argv[1], Placement("processes", workers=1, summarizer="scripted"), Budget()).start()
     print(" ".join(str(child.pid) for child in supervisor.children.values()), flush=True)
     threading.Event().wait()
@@ -188,7 +188,7 @@ def test_p16_children_live_as_long_as_the_supervisor_whichever_thread_started_it
 
 def test_p16_an_actor_process_whose_supervisor_died_before_it_started_does_not_start(tmp_path):
     """The race PR_SET_PDEATHSIG alone leaves: the parent died before the request was made."""
-    done = subprocess.run([sys.executable, "-m", "everchat.actors.process", "--name", "log_writer",
+    done = subprocess.run([sys.executable, "-m", "everchat.actors.supervisor.process", "--name", "log_writer",
                            "--chat", str(tmp_path / "chat"), "--supervisor", f"ipc://{tmp_path}/none.sock",
                            "--bind", f"ipc://{tmp_path}/log_writer.sock", "--parent", str(2 ** 22 + 1)],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)

@@ -1,5 +1,5 @@
 """Issue 9: `--processes` forks every actor process from one preloaded fork server
-(actors/forkserver.py), started by the supervisor's launcher thread, so they all start at
+(actors/supervisor/forkserver.py), started by the supervisor's launcher thread, so they all start at
 once; the guarantees of the one-process-at-a-time start stay (P16: they die with it)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from everchat.actors import supervisor_parts
+from everchat.actors.supervisor.actor import parts as supervisor_parts
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatLocked, ChatStore
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
 
 _SECONDS = 60.0
@@ -97,9 +97,9 @@ def test_p6_a_refused_start_leaves_no_fork_server_running(tmp_path, monkeypatch)
 
 _SELF_FORK = textwrap.dedent("""
     import json, os, sys
-    from everchat.actors import supervisor_parts
+    from everchat.actors.supervisor.actor import parts as supervisor_parts
     from everchat.actors.memory import Budget
-    from everchat.actors.supervisor import Placement, Supervisor
+    from everchat.actors.supervisor.actor import Placement, Supervisor
     from everchat.transport import schema
 
     supervisor_parts.Launcher.fork_self = sys.argv[2] == "fork"

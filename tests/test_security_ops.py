@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.memory import Budget
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import KeyStore, Node, PeerLost, schema
 
 EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]

@@ -21,7 +21,7 @@ import pytest
 
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatLocked, ChatStore
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
 
 EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]

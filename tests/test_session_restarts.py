@@ -24,7 +24,7 @@ import pytest
 
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 from everchat.actors.store import ChatStore, split_text
-from everchat.actors.supervisor import Supervisor
+from everchat.actors.supervisor.actor import Supervisor
 from everchat.frontends.commands_import import parts_of
 from everchat.frontends.ops import NoSupervisor, fetch_rows
 from everchat.transport import Node, TransportError, schema
@@ -268,7 +268,7 @@ class _Supervisor(Supervisor):
     def __init__(self) -> None:  # the real one starts a node; these tests need none
         import threading
 
-        from everchat.actors.supervisor import Placement, _Child, actor_names
+        from everchat.actors.supervisor.actor import Placement, _Child, actor_names
 
         self.placement = Placement()
         self.children = {name: _Child(name, ref=_Ref(), pid=os.getpid()) for name in actor_names(self.placement)}
@@ -339,7 +339,7 @@ def test_p4_a_handler_error_is_not_a_loss_and_is_not_repeated():
 
 
 def test_p4_an_actor_the_supervisor_gave_up_on_ends_the_request_with_one_clear_error():
-    from everchat.actors.supervisor import GaveUp
+    from everchat.actors.supervisor.actor import GaveUp
     from everchat.transport import PeerLost
 
     supervisor = _Supervisor()
@@ -381,7 +381,7 @@ def test_p4_an_import_whose_planner_the_supervisor_gives_up_on_fails_in_one_line
     mid-import, the supervisor gives up on it at once, and the import says so in one line."""
     import threading
 
-    from everchat.actors import supervisor as supervisor_module
+    from everchat.actors.supervisor.actor import actor as supervisor_module
     from everchat.frontends.cli import main
 
     for key, value in env.items():

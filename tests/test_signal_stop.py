@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from everchat.actors.process import SignalStop
+from everchat.actors.supervisor.process import SignalStop
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_a_signal_before_the_relay_starts_waits_in_the_pipe(usr2):
 
 _OTHER_THREAD = r"""
 import os, signal, sys, threading, time
-from everchat.actors.process import SignalStop
+from everchat.actors.supervisor.process import SignalStop
 
 stop = threading.Event()
 SignalStop(stop, signal.SIGUSR2).start()

@@ -24,7 +24,7 @@ from everchat.actors.config import load
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
-from everchat.actors.supervisor import Placement, Supervisor
+from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import Actor, ActorStopped, Node, RemoteError, schema
 from everchat.transport.schema import Built, NodeBuilt, Ping, Pong
 

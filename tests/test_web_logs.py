@@ -128,7 +128,7 @@ def test_p3_an_actor_process_log_counts_a_repeated_error_instead_of_writing_it_a
     log.parent.mkdir()
     script = textwrap.dedent("""
         import logging, sys
-        from everchat.actors import process
+        from everchat.actors.supervisor.actor import process
         assert process.log_to_file(process.Path(sys.argv[1]), "planner")
         [handler] = logging.getLogger().handlers
         def fail(n):

@@ -20,7 +20,7 @@ command after each turn.
   is never dropped. One still waiting `CLOSE_START_SECONDS` after the close is not started
   (said, as a failure); so a close takes at most `CLOSE_START_SECONDS + LIMIT` (and a
   little), and the supervisor waits `STOP_SECONDS` for the turn runner's stop
-  (actors/supervisor.py), so a running command is never cut by that wait.
+  (actors/supervisor/actor.py), so a running command is never cut by that wait.
 - A failure (a non-zero exit, the time limit, a command that cannot start) goes to
   `on_failure(turn, detail)`; it never touches the log, so a saved reply stays saved. Those
   that end after the close are kept too (`failed_since_close`): the closing front end may no

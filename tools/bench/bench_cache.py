@@ -41,7 +41,7 @@ from typing import Callable, Iterator
 
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
-from everchat.actors.supervisor import Placement
+from everchat.actors.supervisor.actor import Placement
 from everchat.tools.bench.workload import FETCH_TOOL, WorkloadRule, Workload, fetch, make_workload
 from everchat.tools.fakemodel import CacheStats, Exchange, FakeModelServer, Latency
 from everchat.transport import schema

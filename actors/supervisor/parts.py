@@ -6,7 +6,7 @@ the thread that starts the actor processes.
   supervisor can name it.
 - `Launcher` (P16): every actor process is started from one thread that lives as long as
   the supervisor, because Linux's parent-death signal follows the thread that forked.
-  It starts one fork server there (actors/forkserver.py, issue 9), which forks each actor
+  It starts one fork server there (actors/supervisor/forkserver.py, issue 9), which forks each actor
   process from its preloaded imports: `Forked` is such a child as the supervisor sees it.
 """
 
@@ -248,7 +248,7 @@ class Launcher:
         self._fork_server(env)
 
     def fork(self, argv: list[str], env: dict | None, timeout: float = 60.0) -> Forked:
-        """An actor process running `everchat.actors.process.main(argv)` (its `--parent`
+        """An actor process running `everchat.actors.supervisor.process.main(argv)` (its `--parent`
         added by the server) with the environment `env` (None: ours), forked by the fork
         server; raises ForkServerLost when the server is gone (the next call starts another)."""
         [answer] = self.fork_all([argv], env, timeout)
@@ -275,7 +275,7 @@ class Launcher:
         (`_may_fork_self`), else a new interpreter that imports the actors' code itself."""
         if self.fork_self and _may_fork_self():
             return _fork_self(dict(os.environ) if env is None else env)
-        command = [sys.executable, "-m", "everchat.actors.forkserver", "--parent", str(os.getpid())]
+        command = [sys.executable, "-m", "everchat.actors.supervisor.forkserver", "--parent", str(os.getpid())]
         return subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def __repr__(self) -> str:
@@ -326,7 +326,7 @@ def _may_fork_self() -> bool:
 
 def _fork_self(env: dict) -> _SelfFork:
     """Fork this process as the fork server (forkserver.run_forked runs in the child)."""
-    from everchat.actors import forkserver
+    from everchat.actors.supervisor.actor import forkserver
 
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()

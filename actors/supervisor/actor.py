@@ -22,13 +22,13 @@ Who may touch the chat:
   its sockets 0600 and lets in only processes of the same user.
 - Actor processes die with the supervisor (P16): each asks the kernel (Linux) to kill it
   when the thread that started it ends. They are forked by one fork server
-  (actors/forkserver.py: the actors' code imported once, so all start at once, issue 9;
+  (actors/supervisor/forkserver.py: the actors' code imported once, so all start at once, issue 9;
   a fork of the supervisor itself where that is safe), which is started from one thread
   that lives as long as the supervisor
   (`supervisor_parts.Launcher`), never from a caller's thread that may end first: the
   server dies with that thread, the actors with the server. Elsewhere the server stops
   its children when its pipe from us closes, and they poll for their parent
-  (actors/process.py).
+  (actors/supervisor/process.py).
 - Actor processes log to `run/<name>.log`, never to the terminal they share with the
   person (P9); the warning about a stopped one names its file.
 
@@ -66,10 +66,10 @@ from pathlib import Path
 import pykka
 
 from everchat.actors.turns.after_turn import STOP_SECONDS
-from everchat.actors.catalog import NodeAgent, budget_to_json, build_actor, node_rows
+from everchat.actors.supervisor.catalog import NodeAgent, budget_to_json, build_actor, node_rows
 from everchat.actors.memory import Budget
 from everchat.actors.store import ChatStore
-from everchat.actors.supervisor_parts import LOCK_NAME, ChatLock, Launcher, Ports
+from everchat.actors.supervisor.parts import LOCK_NAME, ChatLock, Launcher, Ports
 from everchat.actors.turns.actor import SETTINGS_ENV, settings_flags
 from everchat.transport import KeyStore, Node, check_ipc_bind, parse_address, schema
 
@@ -335,7 +335,7 @@ class Supervisor:
             raise failed[0]
 
     def _argv(self, child: _Child) -> list[str]:
-        """everchat.actors.process's arguments for `child`; the fork server adds --parent (its own pid)."""
+        """everchat.actors.supervisor.process's arguments for `child`; the fork server adds --parent (its own pid)."""
         argv = [
             "--name", child.name,
             "--chat", str(self.chat),

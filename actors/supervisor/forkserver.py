@@ -3,14 +3,14 @@
 Starting an interpreter and importing the actors costs about half a CPU second; a chat of
 eleven actors paid it eleven times, one after another. The supervisor's launcher instead
 starts this process once: it imports every actor's code, then waits for requests and
-forks one child per actor, which runs `everchat.actors.process.main` with the arguments
+forks one child per actor, which runs `everchat.actors.supervisor.process.main` with the arguments
 it was sent. A fork costs milliseconds, so every actor can start at once. Where it may
 (Linux, while it runs no other thread: `supervisor_parts.Launcher`), the supervisor does
 not even start an interpreter for it: it forks itself, having imported the actors' code
 already, and the fork runs `run_forked` (the server at once, instead of after half a second
 of imports). The supervisor asks for a whole wave of actors in one write.
 
-    python -m everchat.actors.forkserver --parent PID
+    python -m everchat.actors.supervisor.forkserver --parent PID
 
 The protocol is one JSON object a line: the parent writes `{"argv": [...], "env": {...}}`
 on our stdin; we answer on stdout, in order, `{"pid": N}` (or `{"error": TEXT}`), and
@@ -42,7 +42,7 @@ import time
 
 __all__ = ["main", "serve", "PRELOAD"]
 
-PRELOAD = ("everchat.actors.process", "everchat.actors.catalog")
+PRELOAD = ("everchat.actors.supervisor.process", "everchat.actors.supervisor.catalog")
 """What every child would import itself: `process` and `catalog.build_actor`, which
 imports every actor class (and through them the store, the transport and the models);
 then the model SDKs the chat's settings name (`_preload_sdks`)."""
@@ -73,8 +73,8 @@ def _child(argv: list[str], env: dict, keep_out: list[int]) -> None:
             os.close(fd)
         os.environ.clear()
         os.environ.update(env)
-        sys.argv = ["everchat.actors.process", *argv]
-        from everchat.actors.process import main
+        sys.argv = ["everchat.actors.supervisor.process", *argv]
+        from everchat.actors.supervisor.process import main
 
         code = main(argv)
     except SystemExit as exit:  # argparse's own exit
@@ -227,7 +227,7 @@ def run_forked(requests: int, answers: int, env: dict[str, str], parent: int) ->
     code = 1
     try:
         gc.freeze()
-        from everchat.actors.process import die_with_parent
+        from everchat.actors.supervisor.process import die_with_parent
 
         die_with_parent()  # the launcher thread: the supervisor may end any moment (checked below)
         _reset_signals()
@@ -254,7 +254,7 @@ def _serve_preloaded(requests: int, answers: int) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the actors; the supervisor stops us
     for name in PRELOAD:
         importlib.import_module(name)
-    importlib.import_module("everchat.actors.process").argument_parser()  # made once, not in every child
+    importlib.import_module("everchat.actors.supervisor.process").argument_parser()  # made once, not in every child
     _preload_sdks()
     gc.freeze()  # what we imported is shared: no child's collection walks it (or copies its pages)
     _write(answers, {"ready": os.getpid()})
@@ -262,7 +262,7 @@ def _serve_preloaded(requests: int, answers: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from everchat.actors.process import die_with_parent
+    from everchat.actors.supervisor.process import die_with_parent
 
     die_with_parent()  # first: the supervisor may die any moment (checked below)
     parser = argparse.ArgumentParser(description="Fork Everchat's actor processes from one preloaded process.")

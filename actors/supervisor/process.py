@@ -1,7 +1,7 @@
 """Run one actor in this process: what the supervisor starts for `--processes`,
 and what `everchat actor NAME --join …` runs on another host.
 
-    python -m everchat.actors.process --name planner --chat DIR --supervisor ENDPOINT --bind ENDPOINT
+    python -m everchat.actors.supervisor.process --name planner --chat DIR --supervisor ENDPOINT --bind ENDPOINT
 
 The process makes its node, hosts the actor, and only then registers it with the
 supervisor (which answers with the directory of every actor): no request meets the
@@ -17,7 +17,7 @@ the chat's lock (P16): first thing, on Linux, it asks the kernel for SIGKILL whe
 parent thread ends (`prctl(PR_SET_PDEATHSIG)`), then checks that the parent is still the
 one that started it (it may have died before the request). Elsewhere, and as a second
 line, a thread polls `getppid()` and stops the process gently once the parent has changed.
-Its parent is the supervisor's fork server (actors/forkserver.py, issue 9: `main` runs in
+Its parent is the supervisor's fork server (actors/supervisor/forkserver.py, issue 9: `main` runs in
 a fork of it, `--parent` the server's pid), which itself dies with the launcher thread
 of the supervisor; run by hand (or by `everchat actor`), its parent is whoever started it.
 """
@@ -82,7 +82,7 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
 
     A joiner whose key the chat refuses fails at once with KeyRefused."""
     from everchat.actors.memory import Budget
-    from everchat.actors.catalog import NodeAgent, budget_from_json, build_actor
+    from everchat.actors.supervisor.catalog import NodeAgent, budget_from_json, build_actor
 
     stop = stop or threading.Event()
     keystore = KeyStore(keys) if keys else None

@@ -1,0 +1,1 @@
+"""The supervisor (placements, restarts, the registry, mailbox statistics) and the actor processes it starts."""
