@@ -1,7 +1,7 @@
 """The texts a model call wraps its input in: a compaction's task (R28) and a turn's last
 block (R36), written here and read back here.
 
-A leaf: it imports nothing of Everchat but `actors.memory`. The writers (`compaction`,
+A leaf: it imports nothing of Everchat but `actors.tree`. The writers (`compaction`,
 `prompt`) and the reader (the offline demo model, `actors.models._demo`) both import it;
 the demo model once imported `compaction` for `read_task`, and `compaction` imports
 `models`, a circle (tests/test_boundaries.py checks there is none).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from everchat.actors.memory import LINE_LIMIT
+from everchat.actors.tree import LINE_LIMIT
 
 __all__ = [
     "RULER",

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from everchat.actors.drafts import load_draft, recover_draft
-from everchat.actors.memory import Budget, Step
+from everchat.actors.tree import Budget, Step
 from everchat.actors.planner.planning import ZOOM_PAGE_BYTES, Planning, ZoomError
 from everchat.actors.store import ChatStore, StoreError, Transcripts
 from everchat.actors.store._chat import is_chat

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from everchat.actors.memory import children, key_of, node_of, render_line
+from everchat.actors.tree import children, key_of, node_of, render_line
 from everchat.actors.models import ImageBlock
 
 __all__ = ["MemoryReader", "MemoryTools", "ToolOutcome", "ZoomError", "ZOOM_PAGE_BYTES", "media_type"]

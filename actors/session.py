@@ -193,7 +193,7 @@ class ChatSession:
         (single placement only). `attachable`: other commands of this computer may attach
         to this chat while it is open (issue 10); a one-shot command, which ends soon and
         takes its actors with it, passes False."""
-        from everchat.actors.memory import Budget
+        from everchat.actors.tree import Budget
         from everchat.actors.supervisor.actor import Placement, Supervisor
 
         if chat is None:

@@ -203,7 +203,7 @@ def run(command: str, args: argparse.Namespace) -> int:
     zoom = parse_zoom(args.id, args.n, args.page) if command == "zoom" else None
     day = parse_id(args.id) if command == "date" else None
     from everchat.actors.chat import ZoomError
-    from everchat.actors.memory import PlannerError
+    from everchat.actors.tree import PlannerError
 
     with open_reader(args.data_dir) as chat:
         try:

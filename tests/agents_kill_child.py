@@ -23,7 +23,7 @@ import sys
 from everchat.actors.agents.actor import AgentsActor
 from everchat.actors.config import load
 from everchat.actors.log_writer.actor import LogWriter
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.planner.actor import PlannerActor
 from everchat.actors.store._transcripts import arm_transcript_crash
 from everchat.transport import Node, schema

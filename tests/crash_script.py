@@ -34,7 +34,7 @@ from store_world import FakeClock  # noqa: E402
 
 from everchat.actors.chat import Chat  # noqa: E402
 from everchat.actors.drafts import save_draft  # noqa: E402
-from everchat.actors.memory import Budget, name  # noqa: E402
+from everchat.actors.tree import Budget, name  # noqa: E402
 from everchat.actors.store import ChatStore, _crash  # noqa: E402
 from everchat.actors.turns.turn import incomplete_text  # noqa: E402
 from everchat.actors.usage import Tally, UsageTotals, save_usage  # noqa: E402

@@ -19,7 +19,7 @@ import weakref
 from fractions import Fraction
 from pathlib import Path
 
-from everchat.actors.memory import (
+from everchat.actors.tree import (
     LINE_LIMIT,
     Budget,
     children,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from everchat.actors.log_writer.actor import LogWriter
-from everchat.actors.memory import Budget, key_of, name
+from everchat.actors.tree import Budget, key_of, name
 from everchat.actors.planner.actor import PlannerActor
 from everchat.transport import Node, schema
 

@@ -40,7 +40,7 @@ import zmq
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.supervisor.actor import NodeAgent, Placement, Supervisor, SupervisorActor, actor_names, build_actor
 from everchat.transport import BadFrame, RemoteError, schema
 from everchat.transport import _wire as wire

@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from everchat.actors.log_writer.actor import LogWriter
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.planner.actor import PlannerActor
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import Actor, AskTimeout, Node, RemoteError, schema

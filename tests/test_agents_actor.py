@@ -19,7 +19,7 @@ import pytest
 
 from everchat.actors.agents.actor import AgentsActor, transcript_page
 from everchat.actors.log_writer.actor import LogWriter
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.planner.actor import PlannerActor
 from everchat.actors.store import Transcripts
 from everchat.actors.turns.actor import TurnRunnerActor

@@ -24,7 +24,7 @@ from tmux_world import clean_env, tmux_pane
 
 from everchat.actors.attach import ServerGone, server_info
 from everchat.actors.config import load
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.session import ChatSession
 from everchat.actors.store import ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor

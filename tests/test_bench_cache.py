@@ -11,7 +11,7 @@ import pytest
 
 from everchat.actors.chat import Chat
 from everchat.actors.compactor.compaction import read_task
-from everchat.actors.memory import key_of, render_text
+from everchat.actors.tree import key_of, render_text
 from everchat.actors.prompt import split_turn
 from everchat.tools.bench import bench_cache
 from everchat.tools.bench.workload import (

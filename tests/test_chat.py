@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from everchat.actors.chat import Chat, ZoomError
-from everchat.actors.memory import Budget, key_of, name
+from everchat.actors.tree import Budget, key_of, name
 from everchat.actors.store import ChatStore, CorruptRecord
 
 SMALL = Budget(ceiling=1500, floor=700, cceiling=600, cfloor=300, jobs=3)

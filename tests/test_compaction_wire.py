@@ -12,7 +12,7 @@ import pytest
 
 from everchat.actors.chat import Chat
 from everchat.actors.compactor.compaction import RULER, CompactionJob, Summarizer, summarize
-from everchat.actors.memory import Budget, level, node_of
+from everchat.actors.tree import Budget, level, node_of
 from everchat.actors.models import Connection, Request, TextBlock, connect
 from everchat.actors.prompt import Prompt
 from everchat.tools.fakemodel import Reply, Thinking, ToolCall, count_tokens

@@ -197,7 +197,7 @@ def test_a_failed_check_pauses_the_goal_and_never_loops(monkeypatch, tmp_path, f
 
 def test_the_turn_runner_pauses_a_goal_after_30_turns_in_a_row(tmp_path):
     from everchat.actors.supervisor.catalog import build_actor
-    from everchat.actors.memory import Budget
+    from everchat.actors.tree import Budget
     from everchat.actors.config import load
 
     assert goals.TURN_LIMIT == 30

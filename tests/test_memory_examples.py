@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from everchat.actors.memory import (
+from everchat.actors.tree import (
     PLACEHOLDER,
     Budget,
     Planner,

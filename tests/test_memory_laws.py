@@ -16,7 +16,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from everchat.actors.memory import (
+from everchat.actors.tree import (
     LINE_LIMIT,
     Budget,
     children,
@@ -250,7 +250,7 @@ def test_r24_restart_gives_the_same_view_also_mid_batch(budget, data):
 
 def test_parent_key_arithmetic_matches_rule_r10():
     # node(3, 5) is 40+8; its parent is node(4, 2) = 32+16; children 40+4 and 44+4.
-    from everchat.actors.memory import key_of
+    from everchat.actors.tree import key_of
 
     key = key_of(3, 5)
     assert name(key) == "40+8" and name(parent(key)) == "32+16"

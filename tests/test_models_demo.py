@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from everchat.actors.call_texts import agent_request, read_agent_request
 from everchat.actors.chat import Chat, ZoomError
 from everchat.actors.compactor.compaction import CompactionJob, Summarizer
-from everchat.actors.memory import Budget, node_of
+from everchat.actors.tree import Budget, node_of
 from everchat.actors.models import (
     DemoConnection,
     Message,

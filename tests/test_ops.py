@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.supervisor.actor import (NodeAgent, Placement, Supervisor, SupervisorActor, actor_names,
                                         build_actor)
 from everchat.frontends.ops import render_table

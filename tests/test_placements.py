@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import ActorStopped, AskTimeout, KeyStore, PeerLost, RemoteError, schema
 

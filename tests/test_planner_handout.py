@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from types import SimpleNamespace
 
-from everchat.actors.memory import Budget, key_of
+from everchat.actors.tree import Budget, key_of
 from everchat.actors.planner.actor import PlannerActor
 
 

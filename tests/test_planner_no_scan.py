@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import sys
 
-from everchat.actors.memory import Budget, Planner
+from everchat.actors.tree import Budget, Planner
 
 _WINDOW = 1_000
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from everchat.actors.memory import Budget, Planner, PlannerError, key_of, name
+from everchat.actors.tree import Budget, Planner, PlannerError, key_of, name
 from everchat.transport import schema
 from planner_world import PlannerWorld
 

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.store import ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
@@ -142,7 +142,7 @@ def test_p16_kill_9_of_ask_processes_right_after_its_input_is_logged_leaves_no_o
 
 _SUPERVISE = textwrap.dedent("""
     import sys, threading
-    from everchat.actors.memory import Budget
+    from everchat.actors.tree import Budget
     from everchat.actors.supervisor.actor import Placement, Supervisor
     supervisor = Supervisor(sys.argv[1], Placement("processes", workers=1, summarizer="scripted"), Budget()).start()
     print(" ".join(str(child.pid) for child in supervisor.children.values()), flush=True)

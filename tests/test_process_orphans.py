@@ -13,7 +13,7 @@ import time
 
 _SUPERVISE = textwrap.dedent("""
     import sys, time
-    from everchat.actors.memory import Budget
+    from everchat.actors.tree import Budget
     from everchat.actors.supervisor.actor import Placement, Supervisor
     supervisor = Supervisor(sys.argv[1], Placement("processes", workers=1, summarizer="scripted"), Budget()).start()
     print(" ".join(str(child.pid) for child in supervisor.children.values()), flush=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.planner.planning import Planning
 from everchat.actors.store import ChatStore
 

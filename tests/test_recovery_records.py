@@ -15,7 +15,7 @@ import shutil
 from store_world import FakeClock
 
 from everchat.actors.chat import Chat
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.store import ChatStore
 from everchat.actors.store._records import seal
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from everchat.actors.chat import Chat
 from everchat.actors.turns.goals import check_text
-from everchat.actors.memory import (FOLDED, PLACEHOLDER, Budget, aligned, end, key_of, level, name, newest_within,
+from everchat.actors.tree import (FOLDED, PLACEHOLDER, Budget, aligned, end, key_of, level, name, newest_within,
                                     render_line, request_lines, start)
 from everchat.actors.planner.planning import UNSETTLED_MARK
 from memory_world import World

@@ -17,7 +17,7 @@ import pytest
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 
 from everchat.actors.chat import Chat
-from everchat.actors.memory import Budget, name
+from everchat.actors.tree import Budget, name
 from everchat.actors.store import ChatStore
 
 SMALL = Budget(ceiling=1500, floor=700, cceiling=600, cfloor=300, jobs=3)

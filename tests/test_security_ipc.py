@@ -142,7 +142,7 @@ def test_p5_ipc_socket_files_are_the_owner_s_only_whatever_the_umask(open_folder
 
 _SERVE = textwrap.dedent("""
     import sys
-    from everchat.actors.memory import Budget
+    from everchat.actors.tree import Budget
     from everchat.actors.supervisor.actor import Placement, Supervisor
     supervisor = Supervisor(sys.argv[1], Placement("processes", workers=1, summarizer="scripted"), Budget()).start()
     print("up", flush=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.store import ChatLocked, ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema

@@ -15,7 +15,7 @@ import pytest
 from store_world import FakeClock
 
 from everchat.actors.chat import Chat
-from everchat.actors.memory import Budget, name
+from everchat.actors.tree import Budget, name
 from everchat.actors.store import ChatDamaged, ChatStore, CorruptRecord, StoreError
 
 SMALL = Budget(ceiling=1500, floor=700, cceiling=600, cfloor=300, jobs=3)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from everchat.actors.memory import Budget, Planner, PlannerError, key_of, name
+from everchat.actors.tree import Budget, Planner, PlannerError, key_of, name
 
 __all__ = ["ScenarioError", "ScenarioSession", "main"]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from everchat.actors.turns.goals import GOAL_NAME, load_goal, restored, save_goal
-from everchat.actors.memory import PlannerError
+from everchat.actors.tree import PlannerError
 from everchat.actors.store import CVIEW_NAME, VIEW_NAME, CorruptRecord, StoreError
 from everchat.actors.store._files import fsync_dir
 

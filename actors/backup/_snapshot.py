@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from everchat.actors.turns.goals import GOAL_NAME, Goal
-from everchat.actors.memory import PlannerError, refold
+from everchat.actors.tree import PlannerError, refold
 from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecord, view_bytes
 from everchat.actors.store._files import fsync_dir, read_small
 from everchat.actors.planner.view_check import check_view_shape

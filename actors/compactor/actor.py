@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 
 from everchat.actors.compactor.call_thread import CallThread, Cancelled
-from everchat.actors.memory import LINE_LIMIT, cut_utf8
+from everchat.actors.tree import LINE_LIMIT, cut_utf8
 from everchat.actors.models import Connection
 from everchat.actors.usage import metered, report
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, Refused, TransportError, schema

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from everchat.actors.call_texts import RULER, TaskInfo, leaf_task, merge_task, read_task
-from everchat.actors.memory import LINE_LIMIT, cut_utf8, render_text
+from everchat.actors.tree import LINE_LIMIT, cut_utf8, render_text
 from everchat.actors.models import (
     Connection,
     Event,

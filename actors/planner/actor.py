@@ -28,7 +28,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, replace
 
-from everchat.actors.memory import Budget, key_of, name, node_of
+from everchat.actors.tree import Budget, key_of, name, node_of
 from everchat.actors.compactor.compaction import FAILURE_CAP, fallback_line
 from everchat.actors.planner.planning import Planning
 from everchat.actors.planner.prefix_gate import PrefixGate, prefix_chain

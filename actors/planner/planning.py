@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from everchat.actors.memory import (
+from everchat.actors.tree import (
     cut_utf8,
     LINE_LIMIT,
     Budget,
@@ -30,7 +30,7 @@ from everchat.actors.memory import (
     request_lines,
     start,
 )
-from everchat.actors.memory import children as _children
+from everchat.actors.tree import children as _children
 from everchat.actors.memory_tools import ZOOM_PAGE_BYTES, MemoryTools, ZoomError
 from everchat.actors.store import BadInput, CorruptRecord
 from everchat.actors.planner.view_check import check_saved_view, check_view_shape

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from everchat.actors.memory import PlannerError, refold
+from everchat.actors.tree import PlannerError, refold
 from everchat.actors.store import CorruptRecord
 
 __all__ = ["check_saved_view", "check_view_shape", "FOLD_VERSION"]

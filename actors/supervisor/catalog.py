@@ -13,7 +13,7 @@ from pathlib import Path
 
 from everchat.actors.compactor.actor import CompactorWorker
 from everchat.actors.log_writer.actor import LogWriter
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.planner.actor import PlannerActor
 from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.transport import Actor, Node, parse_address, schema

@@ -81,7 +81,7 @@ def run_actor(name: str, chat: Path, supervisor: str, bind: str, budget_json: st
     as it starts (a compactor asks later, and again until the planner answers).
 
     A joiner whose key the chat refuses fails at once with KeyRefused."""
-    from everchat.actors.memory import Budget
+    from everchat.actors.tree import Budget
     from everchat.actors.supervisor.catalog import NodeAgent, budget_from_json, build_actor
 
     stop = stop or threading.Event()

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from everchat.actors.memory import LINE_LIMIT
+from everchat.actors.tree import LINE_LIMIT
 from everchat.actors.memory_tools import ToolOutcome
 from everchat.actors.models import (
     ImageBlock,

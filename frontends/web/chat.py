@@ -13,7 +13,7 @@ import re
 import uuid
 from typing import Any
 
-from everchat.actors.memory import PLACEHOLDER, key_of, render_line
+from everchat.actors.tree import PLACEHOLDER, key_of, render_line
 from everchat.actors.hands import check_agent_name
 from everchat.actors.memory_tools import ZoomError
 from everchat.transport import RemoteError, schema

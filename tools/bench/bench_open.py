@@ -29,7 +29,7 @@ _GROUP = 5_000
 def make_chat(path: Path, count: int, seed: int = 7) -> None:
     """Write a chat of `count` messages with a fully built tree, fast (group commits)."""
     from everchat.actors.chat import Chat
-    from everchat.actors.memory import Budget, Planner, node_of, pair_of
+    from everchat.actors.tree import Budget, Planner, node_of, pair_of
     from everchat.actors.planner.planning import VIEW_VERSION
     from everchat.actors.store import ChatStore
 

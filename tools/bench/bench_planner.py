@@ -15,7 +15,7 @@ import json
 import random
 import time
 
-from everchat.actors.memory import Budget, Planner
+from everchat.actors.tree import Budget, Planner
 
 __all__ = ["run"]
 

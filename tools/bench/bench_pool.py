@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from everchat.actors.compactor.compaction import read_task
-from everchat.actors.memory import Budget
+from everchat.actors.tree import Budget
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.tools.fakemodel import FakeModelServer, Latency, Reply
 from everchat.transport import schema
