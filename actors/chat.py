@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from everchat.actors.drafts import load_draft, recover_draft
+from everchat.actors.folder.drafts import load_draft, recover_draft
 from everchat.actors.tree import Budget, Step
 from everchat.actors.planner.planning import ZOOM_PAGE_BYTES, Planning, ZoomError
-from everchat.actors.store import ChatStore, StoreError, Transcripts
-from everchat.actors.store._chat import is_chat
+from everchat.actors.folder import ChatStore, StoreError, Transcripts
+from everchat.actors.folder._chat import is_chat
 
 __all__ = ["Chat", "ZoomError", "ZOOM_PAGE_BYTES", "LoggedButUnsaved", "open_writer_store"]
 

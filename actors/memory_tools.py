@@ -29,7 +29,7 @@ class ZoomError(ValueError):
 
 def media_type(data: bytes) -> str:
     """The image type of stored bytes (R9 checked them when they were stored)."""
-    from everchat.actors.store._assets import image_type
+    from everchat.actors.folder._assets import image_type
 
     kind = image_type(data)
     if kind is None:

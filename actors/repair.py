@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from everchat.actors.drafts import recover_draft
+from everchat.actors.folder.drafts import recover_draft
 from everchat.actors.planner.planning import Planning
-from everchat.actors.store import ChatStore, CorruptRecord
-from everchat.actors.store._files import set_aside
-from everchat.actors.store._views import CVIEW_NAME, VIEW_NAME
+from everchat.actors.folder import ChatStore, CorruptRecord
+from everchat.actors.folder._files import set_aside
+from everchat.actors.folder._views import CVIEW_NAME, VIEW_NAME
 
 __all__ = ["repair_chat"]
 

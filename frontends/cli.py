@@ -428,7 +428,7 @@ def _run_actors(args, data_dir: Path) -> int:
     if getattr(args, "demo", False):
         os.environ["EVERCHAT_DEMO"] = "1"  # the actors' own processes read their settings from it
     check_compaction_model(settings)
-    from everchat.actors.store import ChatLocked, StoreError
+    from everchat.actors.folder import ChatLocked, StoreError
 
     try:  # P6: the supervisor takes the chat before it touches it, or fails here in one line
         # Attachable: the other commands of this computer attach to it (issue 10).

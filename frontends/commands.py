@@ -92,7 +92,7 @@ def check_text(text: str, what: str) -> str:
     """A text from the command line, checked before any folder is touched: UTF-8 (a byte
     that is not arrives from the shell as a lone surrogate) and at most the store's 8 MB
     for one message (R8 then splits it into messages of 16,000 bytes)."""
-    from everchat.actors.store import MAX_TEXT_BYTES
+    from everchat.actors.folder import MAX_TEXT_BYTES
 
     try:
         size = len(text.encode("utf-8"))
@@ -186,7 +186,7 @@ def open_regular(path: Path, what: str) -> BinaryIO:
 
 
 def _store_error(error: Exception, path: Path) -> CommandError:
-    from everchat.actors.store import ChatLocked, CorruptRecord, NotAChat
+    from everchat.actors.folder import ChatLocked, CorruptRecord, NotAChat
 
     if isinstance(error, NotAChat) and "holds other files" in str(error):
         return CommandError(f"{error} (pick another folder with --data-dir)")
@@ -211,7 +211,7 @@ def open_reader(path: Path) -> Iterator:
     """The chat at `path` opened read-only (R5): no lock, no byte written, also not to
     repair; a folder without a chat fails with a clear message."""
     from everchat.actors.chat import Chat
-    from everchat.actors.store import StoreError
+    from everchat.actors.folder import StoreError
 
     try:
         chat = Chat.open(path, writer=False)
@@ -234,7 +234,7 @@ def open_reader(path: Path) -> Iterator:
 def open_writer(path: Path) -> Iterator:
     """The chat at `path` opened as its one writer (R5), made when missing."""
     from everchat.actors.chat import Chat
-    from everchat.actors.store import StoreError
+    from everchat.actors.folder import StoreError
 
     try:
         chat = Chat.open(path, create=True)

@@ -26,7 +26,7 @@ __all__ = ["run_agents", "folder_agents", "live_agents"]
 def folder_agents(chat: Path) -> list[dict]:
     """The rows from the transcripts alone: `{name, state, task, position}`."""
     from everchat.actors.agents.actor import AgentBook, unreadable
-    from everchat.actors.store import CorruptRecord, StoreError, Transcripts
+    from everchat.actors.folder import CorruptRecord, StoreError, Transcripts
 
     transcripts = Transcripts(chat, writer=False)
     book = AgentBook()

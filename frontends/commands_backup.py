@@ -29,7 +29,7 @@ def add_arguments(backup: argparse.ArgumentParser, restore: argparse.ArgumentPar
 def run_backup(args: argparse.Namespace) -> int:
     """Back the chat in --data-dir up; one line on stdout with what went in."""
     from everchat.actors.backup import BackupError, snapshot
-    from everchat.actors.store import NotAChat, StoreError
+    from everchat.actors.folder import NotAChat, StoreError
 
     try:
         manifest = snapshot(args.data_dir, args.file, with_keys=args.with_keys)

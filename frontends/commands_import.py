@@ -118,7 +118,7 @@ def parts_of(path: Path) -> Iterator[tuple[int, str]]:
     R8's cut of a part depends only on the 16,000 bytes from its start, so a buffer
     holding more than that yields the same first parts as the whole text would; the
     last part of a buffer waits for more text."""
-    from everchat.actors.store import PART_BYTES, split_text
+    from everchat.actors.folder import PART_BYTES, split_text
 
     decoder = codecs.getincrementaldecoder("utf-8")()
     buffer, offset = "", 0
@@ -345,7 +345,7 @@ def import_summarized(args: argparse.Namespace, label: str, size: int,
     (images as bytes, stored first, R9), or None
     for one logged before). Every
     message carries a key, so a repeat after a lost log writer logs it once (P4)."""
-    from everchat.actors.store import ChatStore
+    from everchat.actors.folder import ChatStore
     from everchat.frontends.commands_turn import drain_notices, open_session
     from everchat.transport import schema
 

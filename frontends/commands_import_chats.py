@@ -115,7 +115,7 @@ class Estimate:
 
 def estimate(plans: list[tuple[str, list]]) -> Estimate:
     """The figures of `plans` ((app, its items) per conversation)."""
-    from everchat.actors.store import NODE_BYTES, PART_BYTES
+    from everchat.actors.folder import NODE_BYTES, PART_BYTES
 
     out = Estimate()
     leaves_to_build = 0
@@ -172,7 +172,7 @@ def _known_in(store, conversations: list) -> tuple[set[str], str | None, int]:
 
 def _known_before(data_dir: Path, conversations: list) -> tuple[set[str], str | None, int]:
     """`_known_in` the chat in `data_dir`, read-only (never takes the lock, R5)."""
-    from everchat.actors.store import ChatStore, NotAChat, StoreError
+    from everchat.actors.folder import ChatStore, NotAChat, StoreError
 
     if not data_dir.exists():
         return set(), None, 0

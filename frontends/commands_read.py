@@ -76,7 +76,7 @@ def _transcript(chat, agent: str, page: int) -> str:
     transcript (`agents/NAME/`) is read read-only (R5)."""
     from everchat.actors.agents.actor import no_agent, page_text, unreadable
     from everchat.actors.memory_tools import MemoryTools, ZoomError
-    from everchat.actors.store import BadInput, CorruptRecord, NoTranscript, Transcripts
+    from everchat.actors.folder import BadInput, CorruptRecord, NoTranscript, Transcripts
 
     transcripts = Transcripts(chat.store.path, writer=False)
 
@@ -121,8 +121,8 @@ def folder_status(chat, path: Path) -> dict:
 def _usage(path: Path) -> dict:
     """`failures` (failed compaction calls, R30) and `usage` (tokens of every run: input,
     output, cache reads and writes, calls; with the turns' and compactions' shares), as
-    the chat's log writer saved them in usage.json (actors/usage.py)."""
-    from everchat.actors.usage import load_usage
+    the chat's log writer saved them in usage.json (actors/folder/usage.py)."""
+    from everchat.actors.folder.usage import load_usage
 
     try:
         totals = load_usage(path)

@@ -41,7 +41,7 @@ _PREVIEW = 120
 def check_images(paths: list[Path]) -> list[Path]:
     """R9 before anything starts: each image exists, is at most 5 MB and is a PNG,
     JPEG, GIF or WebP by its bytes (UsageError otherwise)."""
-    from everchat.actors.store._assets import image_type
+    from everchat.actors.folder._assets import image_type
 
     for path in paths:
         with open_regular(path, "image") as file:  # P17: a FIFO or a device is refused, never read
@@ -74,7 +74,7 @@ def start_session(settings, placement=None, *, attachable: bool = False, what: s
     `attachable`: whether this session is a server others may attach to."""
     from everchat.actors.attach import server_info
     from everchat.actors.session import ChatSession
-    from everchat.actors.store import ChatLocked
+    from everchat.actors.folder import ChatLocked
 
     chat = settings.chat_dir
     try:
@@ -171,7 +171,7 @@ def _folder_fault(chat: Path) -> str | None:
     written): a CorruptRecord names the file and the byte offset. None when it opens, or
     when there is no chat yet (the session makes one)."""
     from everchat.actors.chat import Chat
-    from everchat.actors.store import NotAChat, StoreError
+    from everchat.actors.folder import NotAChat, StoreError
 
     try:
         with _quiet_store():
@@ -196,7 +196,7 @@ def probe(chat: Path) -> None:
 
 def _draft_fault(chat: Path) -> str | None:
     """A draft (R37) the log writer cannot read stops it at its start (P2)."""
-    from everchat.actors.drafts import DRAFT_NAME, load_draft
+    from everchat.actors.folder.drafts import DRAFT_NAME, load_draft
 
     path = chat / DRAFT_NAME
     try:
@@ -218,7 +218,7 @@ def why_not_open(chat: Path, error: BaseException) -> str:
     actor that failed at its start is only `ActorStopped` or a timeout to us), then a
     draft that cannot be read, then another process holding the lock (R5), else the
     error itself."""
-    from everchat.actors.store import ChatLocked, StoreError
+    from everchat.actors.folder import ChatLocked, StoreError
 
     if isinstance(error, ChatLocked):
         _explain_lock(chat)  # held by another process: who, and what to do meanwhile
@@ -236,8 +236,8 @@ def _explain_lock(chat: Path) -> None:
     process still holds (its own failed log writer, P2) is not another's: nothing to say."""
     import socket
 
-    from everchat.actors.store import ChatLocked
-    from everchat.actors.store._lock import WriterLock
+    from everchat.actors.folder import ChatLocked
+    from everchat.actors.folder._lock import WriterLock
 
     if not (chat / "writer.lock").exists():
         return

@@ -28,7 +28,7 @@ def _logged_but(ids: list[int], cause: BaseException) -> CommandError:
 
 
 def note(args: argparse.Namespace) -> int:
-    from everchat.actors.store import BadInput, StoreError
+    from everchat.actors.folder import BadInput, StoreError
 
     try:
         text = sys.stdin.read() if args.text == "-" else args.text
@@ -89,7 +89,7 @@ def _noted_by_server(args: argparse.Namespace, text: str) -> bool:
 def repair(args: argparse.Namespace) -> int:
     """Prints each thing it did; damage of the log itself is the one line of a failure."""
     from everchat.actors.repair import repair_chat
-    from everchat.actors.store import NotAChat, StoreError
+    from everchat.actors.folder import NotAChat, StoreError
     from everchat.frontends.commands import _store_error
 
     if not (args.data_dir / "chat.json").exists() and not (args.data_dir / "main").is_dir():

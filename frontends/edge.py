@@ -15,7 +15,7 @@
   the temporary folder) and returns `details in <file>` for the one line. The file is
   rotated past `DETAILS_BYTES` (one older file kept, `errors.log.1`), an entry is clipped
   to `ENTRY_BYTES`, and several processes append to it safely (flock) (P3).
-- A repeated error (same type, same traceback: `actors/log_repeats.py`) is counted, not
+- A repeated error (same type, same traceback: `actors/folder/log_repeats.py`) is counted, not
   written or said again: once a minute at most, one short line says how many more came,
   in the file (`write_repeat`) and on the terminal (P3).
 
@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from everchat.actors.log_repeats import Repeats, error_key
+from everchat.actors.folder.log_repeats import Repeats, error_key
 from everchat.frontends.safe_text import printable
 
 __all__ = ["say", "first_time", "person_logging", "hold_log_lines", "Held", "write_details", "write_repeat",

@@ -25,7 +25,7 @@ from everchat.actors.config import load
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.tree import Budget
 from everchat.actors.planner.actor import PlannerActor
-from everchat.actors.store._transcripts import arm_transcript_crash
+from everchat.actors.folder._transcripts import arm_transcript_crash
 from everchat.transport import Node, schema
 
 
@@ -34,7 +34,7 @@ def main() -> int:
     crash = sys.argv[4] if len(sys.argv) > 4 else "work"
     node = Node(f"agents-child-{mode}", bind=address if mode != "all" else None).start()
     if mode in ("all", "log_writer") and crash == "message":  # right after the report's append to main/
-        from everchat.actors.store import _crash
+        from everchat.actors.folder import _crash
 
         _crash.arm("message", 1)
     elif mode in ("all", "log_writer"):

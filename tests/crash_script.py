@@ -33,11 +33,11 @@ if __name__ == "__main__":
 from store_world import FakeClock  # noqa: E402
 
 from everchat.actors.chat import Chat  # noqa: E402
-from everchat.actors.drafts import save_draft  # noqa: E402
+from everchat.actors.folder.drafts import save_draft  # noqa: E402
 from everchat.actors.tree import Budget, name  # noqa: E402
-from everchat.actors.store import ChatStore, _crash  # noqa: E402
+from everchat.actors.folder import ChatStore, _crash  # noqa: E402
 from everchat.actors.turns.turn import incomplete_text  # noqa: E402
-from everchat.actors.usage import Tally, UsageTotals, save_usage  # noqa: E402
+from everchat.actors.folder.usage import Tally, UsageTotals, save_usage  # noqa: E402
 
 BUDGET = Budget(ceiling=1400, floor=700, cceiling=600, cfloor=300, jobs=3)
 TURNS = 10

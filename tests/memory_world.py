@@ -33,7 +33,7 @@ from everchat.actors.tree import (
     start,
 )
 from everchat.actors.planner.planning import Planning
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 __all__ = ["World", "most_due_pair", "rendered_size", "is_cover", "scratch_root"]
 

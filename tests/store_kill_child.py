@@ -21,7 +21,7 @@ import random
 import sys
 import traceback
 
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 KINDS = ["user", "everchat", "tool", "echo", "work", "note"]
 _BASES = ["a", "é", "word ", "😀", "line\n", "x y "]

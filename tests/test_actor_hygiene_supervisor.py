@@ -14,7 +14,7 @@ import pytest
 from everchat.actors.supervisor.actor import actor as supervisor_module
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession
-from everchat.actors.store import ChatLocked
+from everchat.actors.folder import ChatLocked
 from everchat.actors.supervisor.actor import GaveUp, Placement, Supervisor
 from everchat.actors.supervisor.parts import LOCK_NAME, ChatLock, Launcher
 from everchat.transport import schema

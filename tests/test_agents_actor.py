@@ -21,7 +21,7 @@ from everchat.actors.agents.actor import AgentsActor, transcript_page
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.tree import Budget
 from everchat.actors.planner.actor import PlannerActor
-from everchat.actors.store import Transcripts
+from everchat.actors.folder import Transcripts
 from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text, ToolCall
 from everchat.transport import Actor, Node, RemoteError, schema

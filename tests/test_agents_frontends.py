@@ -15,7 +15,7 @@ from terminal_world import ScriptedSession, running
 from test_turns_wire import fake, server  # noqa: F401 (fixtures)
 
 from everchat.actors.chat import Chat
-from everchat.actors.store import Transcripts
+from everchat.actors.folder import Transcripts
 from everchat.transport import RemoteError, schema
 
 

@@ -26,7 +26,7 @@ from everchat.actors.attach import ServerGone, server_info
 from everchat.actors.config import load
 from everchat.actors.tree import Budget
 from everchat.actors.session import ChatSession
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text
 from everchat.transport import TransportError

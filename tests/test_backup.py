@@ -18,7 +18,7 @@ import pytest
 from everchat.actors.backup import MANIFEST_NAME, BackupError, restore, snapshot
 from everchat.actors.chat import Chat
 from everchat.actors.tree import Budget, node_of, refold
-from everchat.actors.store import ChatStore, Transcripts
+from everchat.actors.folder import ChatStore, Transcripts
 from everchat.frontends.cli import main
 from polling import wait_until
 from cli_world import clean_home

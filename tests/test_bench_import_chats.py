@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cli_world import clean_home
 from everchat.actors.chat_sources import read_path
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 from everchat.tools.bench.bench_import_chats import make_chat, make_export, measure
 
 

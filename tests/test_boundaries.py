@@ -28,7 +28,7 @@ import pytest
 __all__: list[str] = []
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE = ("everchat.actors.tree", "everchat.actors.store", "everchat.actors.turns.turn",
+PURE = ("everchat.actors.tree", "everchat.actors.folder", "everchat.actors.turns.turn",
         "everchat.actors.compactor.compaction", "everchat.actors.models")
 TEST_ONLY = ("hypothesis", "pytest")
 

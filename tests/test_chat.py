@@ -12,7 +12,7 @@ import pytest
 
 from everchat.actors.chat import Chat, ZoomError
 from everchat.actors.tree import Budget, key_of, name
-from everchat.actors.store import ChatStore, CorruptRecord
+from everchat.actors.folder import ChatStore, CorruptRecord
 
 SMALL = Budget(ceiling=1500, floor=700, cceiling=600, cfloor=300, jobs=3)
 

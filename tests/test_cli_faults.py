@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
-from everchat.actors.store import ChatStore
-from everchat.actors.usage import UsageTotals, save_usage
+from everchat.actors.folder import ChatStore
+from everchat.actors.folder.usage import UsageTotals, save_usage
 from everchat.frontends.commands import UsageError
 from everchat.frontends.commands_turn import _explain_lock
 from everchat.transport import KeyStore
@@ -281,7 +281,7 @@ def test_p10_ask_on_a_chat_whose_view_is_garbage_names_the_file_not_a_stopped_pl
 
 
 def test_p10_p2_a_failed_open_never_blames_a_lock_this_process_holds(env, tmp_path):
-    from everchat.actors.store._lock import WriterLock
+    from everchat.actors.folder._lock import WriterLock
 
     chat = a_chat(env, tmp_path / "chat")
     lock = WriterLock(chat)
@@ -332,7 +332,7 @@ def test_p9_an_unexpected_error_is_one_line_and_its_traceback_goes_to_a_log_file
 
 
 def test_p19_usage_that_cannot_be_replaced_is_one_error_naming_the_file(tmp_path):
-    from everchat.actors.usage import UsageNotSaved
+    from everchat.actors.folder.usage import UsageNotSaved
 
     (tmp_path / "usage.json" / "x").mkdir(parents=True)
     with pytest.raises(UsageNotSaved) as failed:
@@ -386,7 +386,7 @@ def test_p9_check_of_a_merge_record_that_does_not_fold_is_one_line(env, tmp_path
         for n in range(12):
             writer.add("note", f"note number {n:02} " + "x" * 20)
     (day,) = (chat / "tree").glob("*.jsonl")
-    from everchat.actors.store._records import seal
+    from everchat.actors.folder._records import seal
 
     lines = day.read_bytes().splitlines(keepends=True)
     [at] = [n for n, line in enumerate(lines) if line.startswith(b'{"merge":[[0,0],[0,2]')]

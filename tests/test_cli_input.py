@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from everchat.actors.store import MAX_TEXT_BYTES, ChatStore
+from everchat.actors.folder import MAX_TEXT_BYTES, ChatStore
 from everchat.frontends.cli import main
 
 

@@ -15,7 +15,7 @@ import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 from test_attach import Server
 
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
 

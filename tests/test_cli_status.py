@@ -11,7 +11,7 @@ import time
 import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
-from everchat.actors.usage import USAGE_NAME, load_usage
+from everchat.actors.folder.usage import USAGE_NAME, load_usage
 from everchat.frontends.cli import main
 from everchat.tools.fakemodel import FakeModelServer, Reply, Text, ToolCall
 from everchat.transport import Node, schema
@@ -128,7 +128,7 @@ def test_r12_r14_status_names_the_tree_nodes_and_the_view_lines_apart(env, tmp_p
 def test_r12_node_count_counts_each_node_once_while_a_writer_has_an_unindexed_tail(tmp_path):
     """The figure behind `nodes`: a reader holds the nodes past the index's checkpoint in
     memory, which the running writer has also put in its slot files; each counts once."""
-    from everchat.actors.store import ChatStore
+    from everchat.actors.folder import ChatStore
 
     chat = tmp_path / "chat"
     with ChatStore.open(chat, create=True) as first:

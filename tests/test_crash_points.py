@@ -29,8 +29,8 @@ from crash_script import conversation
 from crash_script import run as run_script
 
 from everchat.actors.chat import Chat
-from everchat.actors.store import ChatStore
-from everchat.actors.store._crash import CRASH_STATUS, KINDS
+from everchat.actors.folder import ChatStore
+from everchat.actors.folder._crash import CRASH_STATUS, KINDS
 
 SCRIPT = Path(__file__).with_name("crash_script.py")
 

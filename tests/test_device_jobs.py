@@ -20,7 +20,7 @@ import pytest
 
 from everchat.actors.devices.jobs import EXPIRY, MAX_TIMEOUT, Job, Outcome, group_alive, job_from_call, run_job, work_folder
 from everchat.actors.devices.journal import AlreadyRunning, Journal
-from everchat.actors.store import clip_echo
+from everchat.actors.folder import clip_echo
 from polling import wait_until
 
 NOW = 1_800_000_000.0

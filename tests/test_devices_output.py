@@ -15,7 +15,7 @@ from devices_world import WAIT, devices, hub, joined, listen, rogue  # noqa: F40
 from polling import wait_until
 
 from everchat.actors.devices.jobs import OutputClip
-from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
+from everchat.actors.folder import ECHO_KEEP_CHARS, clip_echo
 from everchat.transport import schema
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and signals")

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.compactor.compaction import FAILURE_CAP
-from everchat.actors.store import PART_BYTES, ChatStore, split_text
+from everchat.actors.folder import PART_BYTES, ChatStore, split_text
 from everchat.frontends.cli import main
 from everchat.frontends.commands_import import BATCH_BYTES, import_key, parts_of
 from everchat.frontends.progress import Progress
@@ -304,7 +304,7 @@ def test_on_a_terminal_a_warning_takes_a_line_of_its_own_above_the_bar():
 def figures(chat: Path) -> dict:
     """The view's figures (R16) and the compactions' usage, read back from the folder."""
     from everchat.actors.chat import Chat
-    from everchat.actors.usage import load_usage
+    from everchat.actors.folder.usage import load_usage
 
     with Chat.open(chat, writer=False) as reader:
         status = reader.status()

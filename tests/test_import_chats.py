@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from polling import folder_bytes, wait_until
 
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 from everchat.frontends.cli import main
 from cli_world import clean_home
 

@@ -12,7 +12,7 @@ import msgpack
 import pytest
 from store_world import FakeClock
 
-from everchat.actors.store import BadInput, ChatStore
+from everchat.actors.folder import BadInput, ChatStore
 from everchat.transport import schema
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from cli_world import clean_home
 from everchat.actors.chat_sources import read_path
-from everchat.actors.store import MAX_TEXT_BYTES, ChatStore
+from everchat.actors.folder import MAX_TEXT_BYTES, ChatStore
 from everchat.frontends.cli import main
 from test_import_chats import ferns_export, records
 

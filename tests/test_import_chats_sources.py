@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from everchat.actors.chat_sources import conversation_items, parse_chatgpt, parse_claude_code
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 SESSION = "aaaa0000-1111-4222-8333-444455556666"
 

@@ -16,7 +16,7 @@ import time
 import pytest
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 NOTE = ("x" * 15_000 + "\n") * 550  # 8.25 MB, under the 8 MiB limit: 550 parts (R8)
 

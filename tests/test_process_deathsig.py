@@ -24,7 +24,7 @@ import time
 import pytest
 
 from everchat.actors.tree import Budget
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
 

@@ -16,7 +16,7 @@ import pytest
 
 from everchat.actors.supervisor.actor import parts as supervisor_parts
 from everchat.actors.tree import Budget
-from everchat.actors.store import ChatLocked, ChatStore
+from everchat.actors.folder import ChatLocked, ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
 

@@ -9,7 +9,7 @@ import pytest
 
 from everchat.actors.tree import Budget
 from everchat.actors.planner.planning import Planning
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 BUDGET = Budget(ceiling=300, floor=150, cceiling=200, cfloor=100, jobs=2)
 MESSAGES = 40

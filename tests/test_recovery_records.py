@@ -16,8 +16,8 @@ from store_world import FakeClock
 
 from everchat.actors.chat import Chat
 from everchat.actors.tree import Budget
-from everchat.actors.store import ChatStore
-from everchat.actors.store._records import seal
+from everchat.actors.folder import ChatStore
+from everchat.actors.folder._records import seal
 
 # Small enough that a dozen messages pass the ceiling and the view stays shrinking a while.
 SMALL = Budget(ceiling=1200, floor=600, cceiling=500, cfloor=250, jobs=3)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from cli_world import clean_home
 
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 from everchat.frontends.cli import main
 
 TITLE_KEY = "sk-" + "proj-" + "Zr3T8yQw1Lk5Nv2Bx7Mc9Pd4Hf6Gj0Sa"

@@ -18,7 +18,7 @@ from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 
 from everchat.actors.chat import Chat
 from everchat.actors.tree import Budget, name
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 SMALL = Budget(ceiling=1500, floor=700, cceiling=600, cfloor=300, jobs=3)
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.tree import Budget
-from everchat.actors.store import ChatLocked, ChatStore
+from everchat.actors.folder import ChatLocked, ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
 

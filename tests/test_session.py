@@ -9,7 +9,7 @@ import pytest
 
 from everchat.actors.config import load
 from everchat.actors.session import ChatSession, ZoomError
-from everchat.actors.store import ChatLocked
+from everchat.actors.folder import ChatLocked
 from everchat.actors.supervisor.actor import Placement
 from everchat.actors.turns.turn import incomplete_text
 from everchat.tools.fakemodel import Latency, Reply, ServerError, Text, ToolCall

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
-from everchat.actors.store import ChatStore, split_text
+from everchat.actors.folder import ChatStore, split_text
 from everchat.actors.supervisor.actor import Supervisor
 from everchat.frontends.commands_import import parts_of
 from everchat.frontends.ops import NoSupervisor, fetch_rows

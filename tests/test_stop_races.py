@@ -23,7 +23,7 @@ from everchat.actors.compactor.call_thread import CallThread, Cancelled
 from everchat.actors.config import load
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.tree import Budget
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import Actor, ActorStopped, Node, RemoteError, schema
 from everchat.transport.schema import Built, NodeBuilt, Ping, Pong

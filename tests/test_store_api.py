@@ -9,8 +9,8 @@ import socket
 import pytest
 from store_world import GIF, JPEG, PNG, WEBP, FakeClock, folder_bytes
 
-from everchat.actors.store._records import seal
-from everchat.actors.store import (BadInput, ChatStore, CorruptRecord, MessageRecord,
+from everchat.actors.folder._records import seal
+from everchat.actors.folder import (BadInput, ChatStore, CorruptRecord, MessageRecord,
                                    NotAChat, ReadOnlyStore, StoreClosed, StoreError)
 
 
@@ -379,7 +379,7 @@ def test_r25_merge_records_after_t_reads_only_the_records_after_it(store, monkey
     store.append_nodes([(1, 0, "a")])
     for t in range(1, 1025):
         store.append_merge([(0, 0)], t, False)
-    from everchat.actors.store import _daylog, _index
+    from everchat.actors.folder import _daylog, _index
     probes, reads = [], []
     real_entry, real_pread = _index.LogIndex.merge_entry, _daylog.DayLog.pread
     monkeypatch.setattr(_index.LogIndex, "merge_entry",

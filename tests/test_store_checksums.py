@@ -16,7 +16,7 @@ from store_world import FakeClock
 
 from everchat.actors.chat import Chat
 from everchat.actors.tree import Budget, name
-from everchat.actors.store import ChatDamaged, ChatStore, CorruptRecord, StoreError
+from everchat.actors.folder import ChatDamaged, ChatStore, CorruptRecord, StoreError
 
 SMALL = Budget(ceiling=1500, floor=700, cceiling=600, cfloor=300, jobs=3)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from store_kill_child import digest, node_text
 
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 CHILD = Path(__file__).with_name("store_kill_child.py")
 KILLS = 240

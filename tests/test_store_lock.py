@@ -12,11 +12,11 @@ import sys
 import pytest
 from store_world import PNG, folder_bytes
 
-from everchat.actors.store import ChatLocked, ChatStore
+from everchat.actors.folder import ChatLocked, ChatStore
 
 _TRY_WRITER = """
 import json, sys
-from everchat.actors.store import ChatStore, ChatLocked
+from everchat.actors.folder import ChatStore, ChatLocked
 try:
     ChatStore.open(sys.argv[1]).close()
     print(json.dumps({"opened": True}))
@@ -26,7 +26,7 @@ except ChatLocked as exc:
 
 _HOLD_WRITER = """
 import sys
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 store = ChatStore.open(sys.argv[1])
 store.append_message("user", "from the child")
 print("ready", flush=True)

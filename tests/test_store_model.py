@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from store_world import FakeClock
 
-from everchat.actors.store import BadInput, ChatStore, StoreError
+from everchat.actors.folder import BadInput, ChatStore, StoreError
 
 KINDS = ["user", "everchat", "tool", "echo", "work", "note"]
 _BIG = {"user": "é" * 9_000, "echo": "0123456789" * 3_500, "note": "word " * 4_000}

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from everchat.actors.store import clip_echo, split_text
-from everchat.actors.store._records import (Malformed, encode_merge, encode_message,
+from everchat.actors.folder import clip_echo, split_text
+from everchat.actors.folder._records import (Malformed, encode_merge, encode_message,
                                             encode_node, parse_message, parse_tree, seal)
 
 # Pieces that make long texts cheaply: one to four UTF-8 bytes a character, spaces,

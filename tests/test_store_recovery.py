@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from store_world import FakeClock, folder_bytes, lines_of
 
-from everchat.actors.store import ChatStore, CorruptRecord, Repair
-from everchat.actors.store import _daylog
-from everchat.actors.store._records import seal
+from everchat.actors.folder import ChatStore, CorruptRecord, Repair
+from everchat.actors.folder import _daylog
+from everchat.actors.folder._records import seal
 
 DAY = "2026-10-08"
 

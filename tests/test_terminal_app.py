@@ -180,7 +180,7 @@ def test_a_reopened_chat_shows_its_last_messages():
 
 
 def test_a_refused_image_is_dropped_with_words_and_the_next_message_goes(tmp_path):
-    from everchat.actors.store import BadInput
+    from everchat.actors.folder import BadInput
 
     text_file = tmp_path / "notes.txt"
     text_file.write_text("not an image")

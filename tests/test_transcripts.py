@@ -10,8 +10,8 @@ import zlib
 import pytest
 
 from everchat.actors.log_writer.actor import LogWriter
-from everchat.actors.store import CorruptRecord, NoTranscript, ReadOnlyStore, Transcripts
-from everchat.actors.store._errors import BadInput
+from everchat.actors.folder import CorruptRecord, NoTranscript, ReadOnlyStore, Transcripts
+from everchat.actors.folder._errors import BadInput
 from everchat.transport import Node, RemoteError, schema
 
 
@@ -82,7 +82,7 @@ def test_r2_a_gap_in_the_numbers_is_a_loud_error(tmp_path):
     book = Transcripts(tmp_path, writer=True)
     book.append("Alpha", "user", "task", "task")
     lines = path_of(tmp_path).read_bytes().splitlines(keepends=True)
-    from everchat.actors.store._records import seal
+    from everchat.actors.folder._records import seal
     forged = seal(b'{"i":5,"kind":"user","text":"x","size":1,"date":"2026-01-01T00:00:00+00:00","key":"z"')
     path_of(tmp_path).write_bytes(b"".join(lines) + forged)
     with pytest.raises(CorruptRecord, match="record number 5 where 1 was due"):

@@ -13,7 +13,7 @@ import pytest
 from cli_world import clean_home, env, everchat  # noqa: F401 (env is a fixture)
 from everchat.actors import config
 from everchat.actors.chat import Chat
-from everchat.actors.store import Transcripts
+from everchat.actors.folder import Transcripts
 
 GARBAGE = b'{"not": "a transcript"}\n'
 UNREADABLE = ("The transcript of agent 'evil' cannot be read (agents/evil/transcript.jsonl: byte 0: not a version 1 "

@@ -247,7 +247,7 @@ class PullWork(Message):
 @dataclass(frozen=True, slots=True)
 class Tick(Message):
     """The planner's clock (once a second): expire waits, retry failures (R30). The log
-    writer tells itself one to save usage.json it held back (actors/usage.py)."""
+    writer tells itself one to save usage.json it held back (actors/folder/usage.py)."""
 
     def to_wire(self) -> list:
         return []

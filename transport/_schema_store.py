@@ -361,7 +361,7 @@ class SaveDraft(Message):
 @dataclass(frozen=True, slots=True)
 class RecordUsage(Message):
     """Turn runner or compactor -> log writer (tell): what model calls used, to be added to
-    the chat's usage.json (actors/usage.py). `role` is "turns" or "compactions"; `calls`
+    the chat's usage.json (actors/folder/usage.py). `role` is "turns" or "compactions"; `calls`
     answered calls, `failures` failed ones (R30: a failed compaction call is never silent)."""
     role: str
     input: int

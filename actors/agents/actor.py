@@ -51,7 +51,7 @@ from everchat.actors.models import (ImageBlock, Message, ModelError, Request, Te
                                     ToolUseBlock)
 from everchat.actors.prompt import chat_prompt, turn_text, view_blocks
 from everchat.actors.turns.turn import Input, TurnRunner, view_lines
-from everchat.actors.usage import metered, report
+from everchat.actors.folder.usage import metered, report
 from everchat.transport import (Actor, ActorStopped, AskTimeout, PeerLost, Refused, RemoteError, TransportError,
                                 schema)
 
@@ -494,7 +494,7 @@ class AgentsActor(Actor):
         twice), and its call's thinking is gone. Its report says so, once, and a `tell`
         continues it from its transcript when the person wants."""
         super().on_start()
-        from everchat.actors.usage import Tally
+        from everchat.actors.folder.usage import Tally
 
         if self.settings == "configured":
             self.settings = configured_settings()

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 from everchat.actors.turns.goals import GOAL_NAME
-from everchat.actors.store import CVIEW_NAME, VIEW_NAME
-from everchat.actors.store._transcripts import _NAME as _AGENT
-from everchat.actors.store._transcripts import TRANSCRIPT_FILE
+from everchat.actors.folder import CVIEW_NAME, VIEW_NAME
+from everchat.actors.folder._transcripts import _NAME as _AGENT
+from everchat.actors.folder._transcripts import TRANSCRIPT_FILE
 from everchat.transport._keys import _NAME as _KEY
 
 __all__ = ["MANIFEST_NAME", "BACKUP_FORMAT", "BACKUP_VERSION", "READ_VERSIONS", "MANIFEST_LIMIT", "CHUNK", "HEX64",

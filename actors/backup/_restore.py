@@ -19,8 +19,8 @@ from pathlib import Path
 
 from everchat.actors.turns.goals import GOAL_NAME, load_goal, restored, save_goal
 from everchat.actors.tree import PlannerError
-from everchat.actors.store import CVIEW_NAME, VIEW_NAME, CorruptRecord, StoreError
-from everchat.actors.store._files import fsync_dir
+from everchat.actors.folder import CVIEW_NAME, VIEW_NAME, CorruptRecord, StoreError
+from everchat.actors.folder._files import fsync_dir
 
 from ._common import (BACKUP_FORMAT, BACKUP_VERSION, CHUNK, HEX64, MANIFEST_LIMIT, MANIFEST_NAME, READ_VERSIONS,
                       RestoreRefused, backup_name, is_key_file, remove_stale)

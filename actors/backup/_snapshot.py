@@ -15,8 +15,8 @@ from pathlib import Path
 
 from everchat.actors.turns.goals import GOAL_NAME, Goal
 from everchat.actors.tree import PlannerError, refold
-from everchat.actors.store import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecord, view_bytes
-from everchat.actors.store._files import fsync_dir, read_small
+from everchat.actors.folder import CVIEW_NAME, VIEW_NAME, ChatStore, CorruptRecord, view_bytes
+from everchat.actors.folder._files import fsync_dir, read_small
 from everchat.actors.planner.view_check import check_view_shape
 
 from ._common import BACKUP_FORMAT, BACKUP_VERSION, CHUNK, MANIFEST_NAME, BackupError, backup_name, remove_stale

@@ -170,7 +170,7 @@ def _with_images(archive: zipfile.ZipFile, path: Path, conversations: list[Conve
     """ChatGPT's messages with the images their pointers name, read from the export's
     members (`file-…`/`file_…` followed by `-name.ext` or `.ext`); an image over R9's
     5 MB is left out (the text still says `[image]`)."""
-    from everchat.actors.store import MAX_ASSET_BYTES
+    from everchat.actors.folder import MAX_ASSET_BYTES
 
     members = {}
     for info in archive.infolist():

@@ -14,7 +14,7 @@ compaction model (R33; the offline demo when no key is set); `"scripted"` is
 `scripted_summary`, a deterministic stand-in the placement tests use.
 
 Each call's token usage, and each failed build, is told to the log writer
-(`RecordUsage`, role "compactions"), which keeps them in usage.json (actors/usage.py).
+(`RecordUsage`, role "compactions"), which keeps them in usage.json (actors/folder/usage.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from everchat.actors.compactor.call_thread import CallThread, Cancelled
 from everchat.actors.tree import LINE_LIMIT, cut_utf8
 from everchat.actors.models import Connection
-from everchat.actors.usage import metered, report
+from everchat.actors.folder.usage import metered, report
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, Refused, TransportError, schema
 
 __all__ = ["CompactorWorker", "configured_summarizer", "scripted_summary", "Summarizer"]

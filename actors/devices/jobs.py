@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from everchat.actors.devices.keeper import end_keeper
-from everchat.actors.store import ECHO_KEEP_CHARS, clip_echo
+from everchat.actors.folder import ECHO_KEEP_CHARS, clip_echo
 
 __all__ = [
     "TOOLS",

@@ -5,7 +5,7 @@ appends are idempotent by key, so a retried ask never logs twice. After each
 append's fsync it tells the planner the new messages' lines (a reliable tell: the
 planner must see every message) and publishes one `MessageLogged` event per
 append for whoever else listens. It also adds up the model calls' token usage and
-failed compaction calls in usage.json (actors/usage.py), saved at most once a second
+failed compaction calls in usage.json (actors/folder/usage.py), saved at most once a second
 while reports keep coming, and when it stops. The agents' transcripts (`agents/NAME/`,
 R38) are written here too, and only here (`AppendTranscript`), and so is the chat's goal
 (`goal.json`, issue 13: `SaveGoal`, `LoadGoal`).
@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 from everchat.actors.chat import open_writer_store
-from everchat.actors.drafts import save_draft
+from everchat.actors.folder.drafts import save_draft
 from everchat.actors.turns.goals import Goal, load_goal, save_goal
 from everchat.actors.planner.planning import records_after
-from everchat.actors.store import ChatStore, CorruptRecord, Transcripts
-from everchat.actors.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
+from everchat.actors.folder import ChatStore, CorruptRecord, Transcripts
+from everchat.actors.folder.usage import ROLES, Tally, UsageNotSaved, UsageTotals, load_usage, save_usage
 from everchat.transport import Actor, ActorStopped, TransportError, schema
 
 __all__ = ["LogWriter"]
@@ -147,7 +147,7 @@ class LogWriter(Actor):
         self.store.save_views(msg.view, msg.cview)
         return schema.Ack()
 
-    # -- usage (actors/usage.py) ----------------------------------------------------------
+    # -- usage (actors/folder/usage.py) ----------------------------------------------------------
 
     def on_record_usage(self, msg: schema.RecordUsage, delivery) -> None:
         """Add one report to the totals; a report that is not one is logged and dropped."""

@@ -21,7 +21,7 @@ import logging
 from pathlib import Path
 
 from everchat.actors.tree import PlannerError, refold
-from everchat.actors.store import CorruptRecord
+from everchat.actors.folder import CorruptRecord
 
 __all__ = ["check_saved_view", "check_view_shape", "FOLD_VERSION"]
 

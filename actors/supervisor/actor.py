@@ -68,7 +68,7 @@ import pykka
 from everchat.actors.turns.after_turn import STOP_SECONDS
 from everchat.actors.supervisor.catalog import NodeAgent, budget_to_json, build_actor, node_rows
 from everchat.actors.tree import Budget
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 from everchat.actors.supervisor.parts import LOCK_NAME, ChatLock, Launcher, Ports
 from everchat.actors.turns.actor import SETTINGS_ENV, settings_flags
 from everchat.transport import KeyStore, Node, check_ipc_bind, parse_address, schema

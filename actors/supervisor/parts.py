@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from everchat.actors.store import OwnerLock
+from everchat.actors.folder import OwnerLock
 
 __all__ = ["ChatLock", "Launcher", "Forked", "ForkServerLost", "LOCK_NAME"]
 

@@ -42,7 +42,7 @@ import pykka
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from everchat.actors.log_repeats import Repeats, error_key
+from everchat.actors.folder.log_repeats import Repeats, error_key
 from everchat.transport import KeyPair, KeyStore, Node, PeerLost, parse_address, schema
 
 __all__ = ["main", "argument_parser", "run_actor", "die_with_parent", "KeyRefused", "log_to_file", "LOG_BYTES"]
@@ -235,7 +235,7 @@ class _LogFile(logging.handlers.RotatingFileHandler):
     """`run/<name>.log`: appended, 0600 whatever the umask (also the file a rotation
     starts), rotated past LOG_BYTES with one older file kept. A record whose error repeats
     one written before (same type and traceback) is counted, not written again: at most once
-    a minute a line says how many more came (P3, actors/log_repeats.py)."""
+    a minute a line says how many more came (P3, actors/folder/log_repeats.py)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, maxBytes=LOG_BYTES, backupCount=1, encoding="utf-8", errors="backslashreplace")

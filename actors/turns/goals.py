@@ -35,8 +35,8 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from everchat.actors.store import CorruptRecord
-from everchat.actors.store._files import atomic_write, fsync_dir, read_small
+from everchat.actors.folder import CorruptRecord
+from everchat.actors.folder._files import atomic_write, fsync_dir, read_small
 
 __all__ = ["CHECK_MAX_TOKENS", "CHECK_SYSTEM", "CONTINUE", "GOAL_NAME", "GOAL_VERSION", "Goal", "GoalBook",
            "MET", "RESTORED", "TURN_LIMIT", "check_text", "is_met", "load_goal", "restored", "save_goal"]

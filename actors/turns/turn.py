@@ -60,7 +60,7 @@ from everchat.actors.models import (
     Usage,
 )
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
-from everchat.actors.usage import Tally
+from everchat.actors.folder.usage import Tally
 
 __all__ = [
     "DRAFT_SECONDS",

@@ -151,7 +151,7 @@ async def get_asset(request: web.Request) -> web.Response:
 
 async def post_asset(request: web.Request) -> web.Response:
     """R9: store an image (PNG, JPEG, GIF, WebP by its bytes, at most 5 MB) once."""
-    from everchat.actors.store._assets import image_type
+    from everchat.actors.folder._assets import image_type
 
     data = await read_body(request, ASSET_LIMIT, "an image is at most 5 MB (R9)")
     if image_type(data) is None:

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from everchat.actors.store import ChatStore
+from everchat.actors.folder import ChatStore
 
 __all__ = ["main"]
 

@@ -57,7 +57,7 @@ def make_export(path: Path, messages: int, seed: int = 11) -> int:
 def make_chat(path: Path, messages: int) -> None:
     """A chat of `messages` keyed notes (every one has a `keys.idx` entry), written with
     group commits; no tree (the key lookup reads none)."""
-    from everchat.actors.store import ChatStore
+    from everchat.actors.folder import ChatStore
 
     with ChatStore.open(path, create=True) as store:
         for first in range(0, messages, _GROUP):

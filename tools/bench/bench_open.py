@@ -31,7 +31,7 @@ def make_chat(path: Path, count: int, seed: int = 7) -> None:
     from everchat.actors.chat import Chat
     from everchat.actors.tree import Budget, Planner, node_of, pair_of
     from everchat.actors.planner.planning import VIEW_VERSION
-    from everchat.actors.store import ChatStore
+    from everchat.actors.folder import ChatStore
 
     rng = random.Random(seed)
     words = ["amber", "zoom", "tree", "view", "path/to/file.py", "error", "42", "the", "log", "summary"]

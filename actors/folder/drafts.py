@@ -16,9 +16,9 @@ import json
 import logging
 from pathlib import Path
 
-from everchat.actors.store import BadInput, CorruptRecord
-from everchat.actors.store import _crash
-from everchat.actors.store._files import atomic_write, fsync_dir, read_small, set_aside
+from everchat.actors.folder import BadInput, CorruptRecord
+from everchat.actors.folder import _crash
+from everchat.actors.folder._files import atomic_write, fsync_dir, read_small, set_aside
 
 __all__ = ["DRAFT_NAME", "DRAFT_VERSION", "save_draft", "load_draft", "recover_draft"]
 

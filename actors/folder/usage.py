@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from everchat.actors.store import _crash
-from everchat.actors.store._files import atomic_write, read_small
+from everchat.actors.folder import _crash
+from everchat.actors.folder._files import atomic_write, read_small
 
 __all__ = ["USAGE_NAME", "USAGE_VERSION", "ROLES", "Tally", "UsageTotals", "UsageNotSaved", "load_usage",
            "save_usage", "report", "metered"]
