@@ -429,7 +429,7 @@ class ChatSession:
         is not asked). Returns the agent's state (`working`, or `queued` behind
         `agent_jobs` others) and the message's id. A bad name or task is a ValueError, a
         name taken a RemoteError naming it; either way nothing is started or logged."""
-        from everchat.actors.call_texts import agent_command
+        from everchat.actors.prompt.tasks import agent_command
         from everchat.actors.hands import check_agent_name
 
         check_agent_name(name)

@@ -7,7 +7,7 @@ import pytest
 
 from everchat.actors.agents.actor import (AGENT_LIMIT, AgentBook, AgentError, agent_header, history_messages,
                                     report_key, report_text)
-from everchat.actors.call_texts import TURN_OPENING
+from everchat.actors.prompt.tasks import TURN_OPENING
 from everchat.actors.models import TextBlock, ToolResultBlock, ToolUseBlock
 from everchat.actors.turns.turn import Input
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from everchat.actors.call_texts import agent_request, read_agent_request
+from everchat.actors.prompt.tasks import agent_request, read_agent_request
 from everchat.actors.chat import Chat, ZoomError
 from everchat.actors.compactor.compaction import CompactionJob, Summarizer
 from everchat.actors.tree import Budget, node_of

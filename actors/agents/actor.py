@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from everchat.actors.call_texts import TURN_OPENING
+from everchat.actors.prompt.tasks import TURN_OPENING
 from everchat.actors.hands import HandTools, check_agent_name, web_for
 from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError, media_type
 from everchat.actors.turns.calls import AskReader, computers_joined, configured_settings, interruptible

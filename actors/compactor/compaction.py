@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from everchat.actors.call_texts import RULER, TaskInfo, leaf_task, merge_task, read_task
+from everchat.actors.prompt.tasks import RULER, TaskInfo, leaf_task, merge_task, read_task
 from everchat.actors.tree import LINE_LIMIT, cut_utf8, render_text
 from everchat.actors.models import (
     Connection,
@@ -126,7 +126,7 @@ def job_of(job: object) -> CompactionJob:
                          bool(getattr(job, "closing", True)))
 
 
-# --- the task texts (R28; written in actors/call_texts.py) --------------------------
+# --- the task texts (R28; written in actors/prompt/tasks.py) --------------------------
 
 
 def task_text(job: CompactionJob) -> str:

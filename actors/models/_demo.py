@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from everchat.actors.call_texts import read_agent_request, read_task, split_turn
+from everchat.actors.prompt.tasks import read_agent_request, read_task, split_turn
 
 from ._summarize import KINDS, key_tokens, summarize
 from ._types import (

@@ -389,7 +389,7 @@ class RemoteSession:
         """P15: `/agent NAME TASK` on the server's chat, as its page sends it: the server
         starts the agent at once and logs the line. Its answer is the line's id only, so
         the state is "accepted" (working, or queued behind others)."""
-        from everchat.actors.call_texts import agent_command
+        from everchat.actors.prompt.tasks import agent_command
 
         text = agent_command(name, task)
         ident = self._send_own("/api/send", text, {"text": text, "images": []})

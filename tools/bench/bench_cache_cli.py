@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator
 
-from everchat.actors.call_texts import turn_text
+from everchat.actors.prompt.tasks import turn_text
 from everchat.actors.compactor.compaction import Compaction, CompactionJob
 from everchat.actors.models import (
     AnthropicConnection,

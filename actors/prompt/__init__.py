@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from everchat.actors.call_texts import TURN_OPENING, split_turn, turn_text
+from everchat.actors.prompt.tasks import TURN_OPENING, split_turn, turn_text
 from everchat.actors.models import TextBlock, ToolSpec
 
 __all__ = [
