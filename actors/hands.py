@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from everchat.actors.memory_tools import ToolOutcome
+from everchat.actors.zoom import ToolOutcome
 from everchat.actors.models import ToolSpec
 from everchat.actors.web_tools import WEB_TOOL_NAMES, WEB_TOOLS, WebTools
 

@@ -55,7 +55,7 @@ from pathlib import Path
 from everchat.actors.compactor.compaction import FAILURE_CAP
 from everchat.actors.planner.planning import ZoomError
 from everchat.actors.turns.actor import AskReader
-from everchat.actors.memory_tools import MemoryTools
+from everchat.actors.zoom import MemoryTools
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, RemoteError, TransportError, schema
 
 __all__ = ["ChatSession", "AttachedSession", "TurnEvent", "ZoomError", "EVENT_TYPES", "settle_down"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
-from everchat.actors.memory_tools import ToolOutcome
+from everchat.actors.zoom import ToolOutcome
 from everchat.actors.models import ToolSpec
 from everchat.actors.web_addresses import is_public
 

@@ -75,7 +75,7 @@ def _transcript(chat, agent: str, page: int) -> str:
     """R35: zoom("Name") with the model's own tool code, so the words are the same; the
     transcript (`agents/NAME/`) is read read-only (R5)."""
     from everchat.actors.agents.actor import no_agent, page_text, unreadable
-    from everchat.actors.memory_tools import MemoryTools, ZoomError
+    from everchat.actors.zoom import MemoryTools, ZoomError
     from everchat.actors.folder import BadInput, CorruptRecord, NoTranscript, Transcripts
 
     transcripts = Transcripts(chat.store.path, writer=False)

@@ -116,7 +116,7 @@ def test_the_turn_publishes_a_writes_diff_whole_and_other_results_cut_to_their_p
     """R39: the front ends show a write's diff, not its first 200 characters."""
     from test_turns import ScriptedIO, runner
 
-    from everchat.actors.memory_tools import ToolOutcome
+    from everchat.actors.zoom import ToolOutcome
     from everchat.actors.models import Stop, ToolCall
 
     diff = "wrote 900 bytes to a.txt\n" + "".join(f"+line {n}\n" for n in range(80))

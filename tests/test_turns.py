@@ -21,7 +21,7 @@ from everchat.actors.models import (
     Usage,
 )
 from everchat.actors.prompt import Prompt, turn_header, turn_text, view_blocks
-from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError
+from everchat.actors.zoom import MemoryTools, ToolOutcome, ZoomError
 from everchat.actors.turns.turn import DRAFT_SECONDS, Input, TurnRunner
 from everchat.transport import schema
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from everchat.actors.tree import PLACEHOLDER
-from everchat.actors.memory_tools import MemoryTools, ZoomError
+from everchat.actors.zoom import MemoryTools, ZoomError
 from everchat.frontends.web.chat import WebChat, message_json, parse_line, parse_view
 from everchat.transport import schema
 

@@ -152,7 +152,7 @@ MUTANTS = (
       "CACHE_TTL = 300.0", "CACHE_TTL = 3600.0", (GATE,)),
     M("r29-follow-up-shows-511-bytes", "R29: the follow-up shows the first 512 bytes", "actors/compactor/compaction.py",
       "cut_utf8(answer, LINE_LIMIT)}", "cut_utf8(answer, LINE_LIMIT - 1)}", (COMPACTION,)),
-    M("r35-zoom-page-one-byte-over", "R35: pages of 16,000 bytes", "actors/memory_tools.py",
+    M("r35-zoom-page-one-byte-over", "R35: pages of 16,000 bytes", "actors/zoom/__init__.py",
       "begin + ZOOM_PAGE_BYTES", "begin + ZOOM_PAGE_BYTES + 1",
       (CHAT + "::test_r35_a_long_message_is_zoomed_in_pages_of_16000_bytes",)),
     # -- the spec review ------------------------------------------------------------------------
@@ -215,7 +215,7 @@ MUTANTS = (
       (WAIT + "::test_r31_a_pool_runs_1_to_8_compactions",)),
     M("r23-blocks-of-5", "R23: the view is sent in blocks of 4 lines", "actors/prompt/__init__.py",
       "BLOCK_LINES = 4", "BLOCK_LINES = 5", (GATE,)),
-    M("r35-zoom-id-not-a-multiple", "R35: id a multiple of n", "actors/memory_tools.py",
+    M("r35-zoom-id-not-a-multiple", "R35: id a multiple of n", "actors/zoom/__init__.py",
       "        if first < 0 or first % count:", "        if first < 0:",
       (CHAT + "::test_r35_zoom_of_a_line_that_does_not_exist_is_a_clear_error",)),
     M("r33-compactions-on-the-reply-model", "R33: compactions use a cheap model (Haiku) by default",

@@ -45,7 +45,7 @@ from datetime import datetime
 
 from everchat.actors.prompt.tasks import TURN_OPENING
 from everchat.actors.hands import HandTools, check_agent_name, web_for
-from everchat.actors.memory_tools import MemoryTools, ToolOutcome, ZoomError, media_type
+from everchat.actors.zoom import MemoryTools, ToolOutcome, ZoomError, media_type
 from everchat.actors.turns.calls import AskReader, computers_joined, configured_settings, interruptible
 from everchat.actors.models import (ImageBlock, Message, ModelError, Request, TextBlock, ToolResultBlock,
                                     ToolUseBlock)

@@ -31,7 +31,7 @@ from everchat.actors.tree import (
     start,
 )
 from everchat.actors.tree import children as _children
-from everchat.actors.memory_tools import ZOOM_PAGE_BYTES, MemoryTools, ZoomError
+from everchat.actors.zoom import ZOOM_PAGE_BYTES, MemoryTools, ZoomError
 from everchat.actors.folder import BadInput, CorruptRecord
 from everchat.actors.planner.view_check import check_saved_view, check_view_shape
 

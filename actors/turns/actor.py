@@ -45,7 +45,7 @@ from everchat.actors.turns.goals import (CHECK_MAX_TOKENS, CHECK_SYSTEM, CONTINU
                                    check_text)
 from everchat.actors.hands import MAIN, HandTools, web_for
 from everchat.actors.prompt import chat_prompt
-from everchat.actors.memory_tools import MemoryTools, ToolOutcome, media_type
+from everchat.actors.zoom import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns.turn import Input, TurnRunner
 from everchat.actors.folder.usage import metered, report
 from everchat.actors.turns.calls import (SETTINGS_ENV, AskReader, computers_joined, configured_settings, interruptible,

@@ -43,7 +43,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from everchat.actors.tree import LINE_LIMIT
-from everchat.actors.memory_tools import ToolOutcome
+from everchat.actors.zoom import ToolOutcome
 from everchat.actors.models import (
     ImageBlock,
     Message,

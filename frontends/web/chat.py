@@ -15,7 +15,7 @@ from typing import Any
 
 from everchat.actors.tree import PLACEHOLDER, key_of, render_line
 from everchat.actors.hands import check_agent_name
-from everchat.actors.memory_tools import ZoomError
+from everchat.actors.zoom import ZoomError
 from everchat.transport import RemoteError, schema
 
 __all__ = ["WebChat", "parse_view", "parse_line", "message_json", "HISTORY_LIMIT", "REPLY_SCAN"]

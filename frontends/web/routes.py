@@ -9,7 +9,7 @@ import mimetypes
 
 from aiohttp import web
 
-from everchat.actors.memory_tools import media_type
+from everchat.actors.zoom import media_type
 from everchat.actors.models import EFFORTS
 from everchat.frontends.web._context import (ASSET_LIMIT, CHAT, CONFIG, HUB, PAIRING, SESSION, SETTINGS, SOCKETS,
                                              STORE, Close, Refused, REVOKED, call, digest_of, is_https, loose,

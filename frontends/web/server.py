@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from aiohttp.http import HttpProcessingError
 
-from everchat.actors.memory_tools import ZoomError
+from everchat.actors.zoom import ZoomError
 from everchat.frontends.web import routes
 from everchat.frontends.web._context import (ASSET_LIMIT, CHAT, CONFIG, CSP, HUB, OPEN_ROUTES, PAIRING, POOL,
                                              REVOKED, SESSION, SETTINGS, SOCKETS, STORE, UPGRADED, WRITES, Close,
