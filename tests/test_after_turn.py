@@ -44,7 +44,7 @@ def test_the_environment_has_no_keys_and_says_the_turn_and_the_chat(tmp_path):
 
 
 def test_the_cloud_and_header_credentials_a_cli_child_loses_are_gone_too(tmp_path):
-    """One list for both (actors/credentials.py): a Bedrock token, a key in Claude Code's
+    """One list for both (actors/models/credentials.py): a Bedrock token, a key in Claude Code's
     custom headers or its key file descriptor, an Azure secret."""
     paid = {"AWS_BEARER_TOKEN_BEDROCK": "b", "ANTHROPIC_CUSTOM_HEADERS": "x-api-key: sk-ant-3",
             "CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR": "3", "AZURE_CLIENT_SECRET": "z", "anthropic_api_key": "lower"}

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from everchat.actors.credentials import CREDENTIAL_NAMES, without_credentials
+from everchat.actors.models.credentials import CREDENTIAL_NAMES, without_credentials
 
 from ._cli_gate import Gate
 from ._cli_run import (
@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 SCRUBBED = CREDENTIAL_NAMES
-"""Variables a paid API path reads (actors/credentials.py): with every name ending in
+"""Variables a paid API path reads (actors/models/credentials.py): with every name ending in
 `_API_KEY` or `_AUTH_TOKEN`, never in the child's environment."""
 
 

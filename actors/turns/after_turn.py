@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from everchat.actors.credentials import is_credential
+from everchat.actors.models.credentials import is_credential
 from everchat.actors.devices.keeper import end_keeper
 
 __all__ = ["CLOSE_START_SECONDS", "LIMIT", "STOP_SECONDS", "HookResult", "HookRunner", "hook_env", "run_hook"]
@@ -67,7 +67,7 @@ TAIL_CHARS = 2000
 """How much of a failed command's output is shown."""
 
 def _secret(name: str) -> bool:
-    """A model or search credential (actors/credentials.py), or the turn runner's settings."""
+    """A model or search credential (actors/models/credentials.py), or the turn runner's settings."""
     return is_credential(name) or name.upper() == "EVERCHAT_TURN_SETTINGS"
 
 
