@@ -112,7 +112,7 @@ def test_r38_two_spawned_agents_report_once_each_in_the_order_they_finished(monk
     events: list = []
     try:
         host_chat(node, tmp_path / "chat", settings)
-        node.host("turn_runner", TurnRunnerActor, settings)  # its spawn asks "agents" (actors/hands.py)
+        node.host("turn_runner", TurnRunnerActor, settings)  # its spawn asks "agents" (actors/hands/__init__.py)
         node.host("collector", Collector, events)
         node.subscribe("agent", "collector")
         ask(node, schema.Append("user", "a note before", "note-0", [], None))

@@ -1,6 +1,6 @@
 """Issue 20, review P7: `fetch` refuses every address that can reach a loopback, private,
 link-local or otherwise non-public IPv4 or IPv6 address, the IPv6 forms that embed one
-included (actors/web_addresses.py, docs/SEARCH.md "Addresses").
+included (actors/hands/addresses.py, docs/SEARCH.md "Addresses").
 
 A table: each non-public IPv4 address, in every IPv6 form that can carry it (mapped,
 IPv4-compatible, SIIT, NAT64 well-known and local-use, 6to4, Teredo, ISATAP), is refused,
@@ -14,7 +14,7 @@ from ipaddress import IPv4Address, IPv6Address
 
 import pytest
 
-from everchat.actors.web_tools import WebTools, is_public
+from everchat.actors.hands.web import WebTools, is_public
 
 NOT_PUBLIC_V4 = [
     "127.0.0.1", "127.255.0.9",  # loopback

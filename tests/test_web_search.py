@@ -1,4 +1,4 @@
-"""Issue 13: the `search` and `fetch` tools (actors/web_tools.py, docs/SEARCH.md) against a
+"""Issue 13: the `search` and `fetch` tools (actors/hands/web.py, docs/SEARCH.md) against a
 local HTTP server: the DuckDuckGo-style fixture page (written by hand in DuckDuckGo's HTML
 markup: this machine has no network), Brave's JSON API with a key, and hostile pages: huge,
 slow, redirect loops, a redirect to a private address, a public-looking name that resolves
@@ -21,7 +21,7 @@ from polling import wait_until
 from everchat.actors.config import add_arguments, load
 from everchat.actors.hands import HandTools, web_for
 from everchat.actors.turns.calls import settings_flags
-from everchat.actors.web_tools import (LIMIT_BYTES, WebTools, is_public, page_text, parse_brave,
+from everchat.actors.hands.web import (LIMIT_BYTES, WebTools, is_public, page_text, parse_brave,
                                        parse_duckduckgo)
 
 FIXTURE = Path(__file__).parent / "data" / "search" / "duckduckgo_python.html"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from everchat.actors.web_tools import WebTools
+from everchat.actors.hands.web import WebTools
 
 FIXTURE = Path(__file__).parent / "data" / "search" / "duckduckgo_python.html"
 PAGE = b"<html><head><title>Over TLS</title></head><body><p>Basalt, read securely.</p></body></html>"

@@ -28,7 +28,7 @@ Choices this module makes (and documents here):
 - `read` answers numbered lines (`cat -n` style: the number right-aligned in six columns, a
   tab, the line), at most `READ_LIMIT` lines or `READ_CHARS` characters a page, with a last
   line saying which lines were shown and how to get the next page. `offset` counts the
-  lines to skip, 0 being the first line (as `actors/hands.py`'s `read` tool tells the
+  lines to skip, 0 being the first line (as `actors/hands/__init__.py`'s `read` tool tells the
   model); the numbers shown are line numbers, from 1, so `offset=N` starts at line N+1.
 - Relative paths resolve in the work folder; absolute paths and `~` are allowed (a default,
   not a jail).

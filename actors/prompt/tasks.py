@@ -115,7 +115,7 @@ def split_turn(text: str) -> tuple[str, str] | None:
 
 
 _AGENT_REQUEST = re.compile(r"Start an agent named ([A-Za-z][A-Za-z0-9_-]*) with this task: (.+)", re.S)
-"""R38: a name starts with a letter (`actors/hands.py` checks the rest: its length)."""
+"""R38: a name starts with a letter (`actors/hands/__init__.py` checks the rest: its length)."""
 
 
 def agent_request(name: str, task: str) -> str:

@@ -536,7 +536,7 @@ class _ShellIO:
             log.warning("%s: usage not recorded: %s", self.actor, error)
 
     def tool(self, name: str, arguments: dict, key: str = "") -> ToolOutcome:
-        """Memory tools here; agents and devices by asking their actors (actors/hands.py)."""
+        """Memory tools here; agents and devices by asking their actors (actors/hands/__init__.py)."""
         try:
             return self.actor.hands.call(name, arguments, key)
         except Exception as error:  # a tool's failure is the model's to read, not a crash

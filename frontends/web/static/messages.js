@@ -115,7 +115,7 @@ export function setResult(row, text, isError) {
   }
 }
 
-// A fetch tool's result text (actors/web_tools.py: "URL: …", then "Title: …" when the page
+// A fetch tool's result text (actors/hands/web.py: "URL: …", then "Title: …" when the page
 // has one) as {title, url}, or null when it names no http(s) URL (a redirect note, say).
 export function fetchedPage(text) {
   const lines = String(text || "").split("\n");
@@ -126,7 +126,7 @@ export function fetchedPage(text) {
   return { title: title ? title[1] : url, url, snippet: "" };
 }
 
-// A search tool's result text (actors/web_tools.py: "N. title", then the URL and the
+// A search tool's result text (actors/hands/web.py: "N. title", then the URL and the
 // snippet indented) as [{title, url, snippet}], keeping only http and https URLs.
 export function searchResults(text) {
   const lines = String(text || "").split("\n");

@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 from everchat.actors.zoom import ToolOutcome
 from everchat.actors.models import ToolSpec
-from everchat.actors.web_addresses import is_public
+from everchat.actors.hands.addresses import is_public
 
 __all__ = [
     "BRAVE_URL",

@@ -7,7 +7,7 @@ call is refused in words the model reads. `--tools off` drops the device tools f
 run, never within one (R34).
 
 `HandTools` is what a turn runner or an agent hands its `TurnIO.tool`: memory tools go to
-`MemoryTools`; `search`/`fetch` run right here (read-only, network only: actors/web_tools.py);
+`MemoryTools`; `search`/`fetch` run right here (read-only, network only: actors/hands/web.py);
 `spawn`/`tell` become `SpawnAgent`/`TellAgent` asks; `shell`, `read`,
 `write`, `edit` become a `RunJob` whose id is the tool result's own idempotency key, so
 a job asked again is never run twice (R39).
@@ -21,7 +21,7 @@ from typing import Any
 
 from everchat.actors.zoom import ToolOutcome
 from everchat.actors.models import ToolSpec
-from everchat.actors.web_tools import WEB_TOOL_NAMES, WEB_TOOLS, WebTools
+from everchat.actors.hands.web import WEB_TOOL_NAMES, WEB_TOOLS, WebTools
 
 __all__ = [
     "AGENT_TOOLS",
