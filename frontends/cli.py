@@ -86,7 +86,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _common() -> argparse.ArgumentParser:
-    from everchat.actors.config import add_arguments
+    from everchat.actors.settings import add_arguments
 
     common = _Parser(add_help=False)
     # SUPPRESS: a subcommand's default must not erase a flag given before the command.

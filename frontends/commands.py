@@ -56,7 +56,7 @@ class UsageError(CommandError):
 def load_settings(args: argparse.Namespace):
     """The settings from the flags on the command line, the environment and the config
     file (flag > env > file > default); the chat folder is `--data-dir`."""
-    from everchat.actors.config import ConfigError, load
+    from everchat.actors.settings import ConfigError, load
 
     try:
         return load(args)

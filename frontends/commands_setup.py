@@ -82,7 +82,7 @@ def _effort(answer: str) -> str | None:
 
 def _role(role: str, current, fallback: dict | None) -> dict:
     """The questions for one role; returns its settings ("provider", "model", …)."""
-    from everchat.actors.config import CLIS, DEFAULT_MODELS
+    from everchat.actors.settings import CLIS, DEFAULT_MODELS
     from everchat.actors.models import PROVIDERS
 
     if fallback is not None and fallback["provider"] in CLIS:
@@ -145,7 +145,7 @@ def check_model(model_settings, timeout: float = 60.0) -> str | None:
 
 
 def run_setup(args: argparse.Namespace) -> int:
-    from everchat.actors.config import CLIS, ENV, ConfigError, ModelSettings, config_file, read_file, save_file
+    from everchat.actors.settings import CLIS, ENV, ConfigError, ModelSettings, config_file, read_file, save_file
 
     current = load_settings(args)
     path = config_file(args)

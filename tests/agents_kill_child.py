@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 
 from everchat.actors.agents.actor import AgentsActor
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.tree import Budget
 from everchat.actors.planner.actor import PlannerActor

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from everchat.actors.supervisor.actor import actor as supervisor_module
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.session import ChatSession
 from everchat.actors.folder import ChatLocked
 from everchat.actors.supervisor.actor import GaveUp, Placement, Supervisor

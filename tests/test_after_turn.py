@@ -16,7 +16,7 @@ import time
 import pytest
 
 from everchat.actors.turns.after_turn import LIMIT, HookResult, HookRunner, hook_env, run_hook
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.session import ChatSession
 from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text

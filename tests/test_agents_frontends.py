@@ -137,7 +137,7 @@ TASKS = {"Ada": "compare the two logs", "Bob": "list what changed"}
 
 
 def _demo(home):
-    from everchat.actors import config
+    from everchat.actors import settings as config
 
     return config.load({"demo": True}, env={}, home=home)
 

@@ -23,7 +23,7 @@ from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 from tmux_world import clean_env, tmux_pane
 
 from everchat.actors.attach import ServerGone, server_info
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.tree import Budget
 from everchat.actors.session import ChatSession
 from everchat.actors.folder import ChatStore

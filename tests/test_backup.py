@@ -548,7 +548,7 @@ def test_a_restored_chat_opens_with_its_goal_paused_and_only_the_persons_word_re
     """The real chat on the restored folder: at its start the turn runner keeps the goal
     paused (no check, no continuation); the person's message resumes it ("resumed"), its
     turn is checked (the demo model finds it met), and nothing ran before it."""
-    from everchat.actors import config
+    from everchat.actors import settings as config
     from everchat.actors.turns.goals import Goal, GoalBook, load_goal, save_goal
     from everchat.actors.session import ChatSession
     from everchat.transport import schema

@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.frontends.cli import main
 from everchat.tools.fakemodel import FakeModelServer
 

@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 from everchat.actors import models
-from everchat.actors.config import ENV, load
+from everchat.actors.settings import ENV, load
 from everchat.actors.models import DemoConnection, ModelError
 from everchat.frontends.cli import main
 

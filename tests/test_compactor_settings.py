@@ -10,7 +10,7 @@ import json
 import pytest
 
 from everchat.actors.compactor.actor import CompactorWorker, configured_summarizer
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.tree import Budget
 from everchat.actors.supervisor.actor import build_actor
 from everchat.actors.turns.actor import SETTINGS_ENV, settings_flags

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from everchat.actors.config import ENV, ConfigError, add_arguments, load
+from everchat.actors.settings import ENV, ConfigError, add_arguments, load
 from everchat.actors.models import MissingKey
 
 KEY = "sk-ant-secret-123"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors import models
-from everchat.actors.config import ENV, ConfigError, add_arguments, load, read_file, save_file
+from everchat.actors.settings import ENV, ConfigError, add_arguments, load, read_file, save_file
 from everchat.actors.turns.calls import SETTINGS_ENV, configured_settings, settings_flags
 from everchat.actors.models import DemoConnection, ModelError
 

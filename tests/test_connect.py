@@ -19,7 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from everchat.actors import config
+from everchat.actors import settings as config
 from everchat.actors.session import ChatSession
 from everchat.frontends.web import WebConfig, load_token, make_app, start_in_thread
 from everchat.frontends.web.remote import REVOKED, RemoteSession, SessionRevoked, UserMessage

@@ -198,7 +198,7 @@ def test_a_failed_check_pauses_the_goal_and_never_loops(monkeypatch, tmp_path, f
 def test_the_turn_runner_pauses_a_goal_after_30_turns_in_a_row(tmp_path):
     from everchat.actors.supervisor.catalog import build_actor
     from everchat.actors.tree import Budget
-    from everchat.actors.config import load
+    from everchat.actors.settings import load
 
     assert goals.TURN_LIMIT == 30
     assert inspect.signature(TurnRunnerActor).parameters["goal_limit"].default == 30
@@ -283,7 +283,7 @@ def test_input_while_the_check_runs_starts_its_turn_at_once_and_that_turn_is_che
 
 
 def test_the_goal_runs_with_the_turn_runner_in_its_own_process(tmp_path):
-    from everchat.actors.config import load
+    from everchat.actors.settings import load
     from everchat.actors.supervisor.actor import Placement
 
     settings = load({"demo": True}, env={}, home=tmp_path)  # the demo's check calls a goal met

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from everchat.actors.config import ConfigError, load
+from everchat.actors.settings import ConfigError, load
 from everchat.actors.prompt import COMPUTERS, WEB, chat_prompt, turn_header
 
 

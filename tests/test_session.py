@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.session import ChatSession, ZoomError
 from everchat.actors.folder import ChatLocked
 from everchat.actors.supervisor.actor import Placement

@@ -20,7 +20,7 @@ from hung_world import HungServer
 from polling import wait_until
 
 from everchat.actors.compactor.call_thread import CallThread, Cancelled
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.log_writer.actor import LogWriter
 from everchat.actors.tree import Budget
 from everchat.actors.folder import ChatStore

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli_world import clean_home, env, everchat  # noqa: F401 (env is a fixture)
-from everchat.actors import config
+from everchat.actors import settings as config
 from everchat.actors.chat import Chat
 from everchat.actors.folder import Transcripts
 

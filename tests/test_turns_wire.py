@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.prompt import TURN_OPENING
 from everchat.actors.session import ChatSession
 from everchat.tools.fakemodel import FakeModelServer, Gate, Latency, Reply, Text, ToolCall

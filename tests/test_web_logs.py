@@ -14,7 +14,7 @@ import textwrap
 import aiohttp
 import pytest
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.frontends import edge
 from everchat.frontends.edge import DETAILS_BYTES, PersonHandler, person_logging, write_details
 from everchat.frontends.web.chat import WebChat

@@ -12,7 +12,7 @@ import json
 import aiohttp
 import pytest
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.frontends.edge import person_logging
 from everchat.frontends.web import events
 

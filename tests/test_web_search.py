@@ -18,7 +18,7 @@ import argparse
 import pytest
 from polling import wait_until
 
-from everchat.actors.config import add_arguments, load
+from everchat.actors.settings import add_arguments, load
 from everchat.actors.hands import HandTools, web_for
 from everchat.actors.turns.calls import settings_flags
 from everchat.actors.hands.web import (LIMIT_BYTES, WebTools, is_public, page_text, parse_brave,

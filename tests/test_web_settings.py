@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from everchat.actors.config import read_file, save_file
+from everchat.actors.settings import read_file, save_file
 from everchat.actors.models import EFFORTS
 
 from web_world import (SETTINGS_SAVED, config_bytes, config_path, me, post_settings, run,  # noqa: F401 (fixture)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from everchat.actors import models
-from everchat.actors.config import load, read_file, save_file
+from everchat.actors.settings import load, read_file, save_file
 from everchat.actors.models import DemoConnection
 
 from web_world import (SETTINGS_SAVED, config_bytes, config_path, me, post_settings, run,  # noqa: F401 (fixture)

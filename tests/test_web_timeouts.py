@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 
 from web_world import run, served
 

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import sys
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.session import ChatSession
 from everchat.transport import schema
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.session import ChatSession
 from everchat.frontends.web import WebConfig, load_token, make_app, start_in_thread
 

@@ -70,7 +70,7 @@ def settings_flags(settings) -> dict:
 def configured_settings():
     """The settings of a turn runner in a process of its own: the session's (from
     `SETTINGS_ENV`), else the usual flag-less load."""
-    from everchat.actors.config import load
+    from everchat.actors.settings import load
 
     given = os.environ.get(SETTINGS_ENV)
     if not given:

@@ -1,7 +1,7 @@
 """`POST /api/settings` and `/api/me`'s `saved_models` (docs/WEB.md): the page changes the
 reply model, the summary (compaction) model and each one's reasoning effort, and the
 connection (`api`, or a `subscription` through the `cli` claudecode or codex, issue 13)
-in the config file, the way `everchat setup` saves it (`actors.config.read_file` and
+in the config file, the way `everchat setup` saves it (`actors.settings.read_file` and
 `save_file`: the rest of the file stays as it is; keys are never written). The running
 chat keeps its models until `everchat web` starts again. Private to
 `everchat.frontends.web`."""
@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from everchat.actors.config import CLIS, CONNECTIONS, ConfigError, read_file, save_file
+from everchat.actors.settings import CLIS, CONNECTIONS, ConfigError, read_file, save_file
 from everchat.actors.models import EFFORTS
 
 __all__ = ["FIELDS", "MODEL_LIMIT", "SavingError", "check", "config_path", "running_models", "saved_models", "save"]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.session import ChatSession
 from everchat.actors.supervisor.actor import Placement
 from everchat.tools.bench.workload import FETCH_TOOL, WorkloadRule, Workload, fetch, make_workload

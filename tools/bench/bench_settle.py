@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from everchat.actors.planner.actor import actor as planner_module
-from everchat.actors.config import load
+from everchat.actors.settings import load
 from everchat.actors.session import ChatSession
 from everchat.actors.supervisor.actor import Placement
 from everchat.tools.bench.bench_cache import bench_env, play_turn

@@ -261,7 +261,7 @@ def stream_turns(home: Path, clients: tuple[int, ...], deltas: int, gap_ms: floa
     """`turns` streamed turns per client count, through the fake model server; then, with
     `browsers`, `turns` more, `page_gap_ms` between deltas, watched by one socket and that
     many Chromium pages ("pages")."""
-    from everchat.actors.config import load
+    from everchat.actors.settings import load
     from everchat.tools.fakemodel import FakeModelServer, Latency, Reply, Text
 
     pieces = tuple(_piece(k) for k in range(deltas))
@@ -287,7 +287,7 @@ def stream_turns(home: Path, clients: tuple[int, ...], deltas: int, gap_ms: floa
 def load_pages(path: Path, home: Path, loads: int) -> dict:
     """The chat at `path` served (both models the demo) and opened `loads` times in
     Chromium (`web_pages.load_pages`); then the page's first reads timed alone."""
-    from everchat.actors.config import load
+    from everchat.actors.settings import load
 
     settings = load({"demo": True, "data_dir": str(path)}, env={}, home=home)
     with _served(settings) as server:
