@@ -202,7 +202,7 @@ def _store_error(error: Exception, path: Path) -> CommandError:
 
 
 def _derived(file: Path) -> bool:
-    """Files a repair rebuilds from the log or sets aside (actors/repair.py)."""
+    """Files a repair rebuilds from the log or sets aside (actors/upkeep/repair.py)."""
     return file.name in ("view.json", "compaction-view.json", "draft.json") or file.parent.name == "index"
 
 

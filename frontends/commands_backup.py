@@ -2,7 +2,7 @@
 
 `backup` reads the chat as a reader (R5: no lock, no byte written), so it works while the
 chat runs; `restore` writes only a new folder, and only once the backup checked out
-(actors/backup/ says what goes in and what is refused).
+(actors/upkeep/backup/ says what goes in and what is refused).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def add_arguments(backup: argparse.ArgumentParser, restore: argparse.ArgumentPar
 
 def run_backup(args: argparse.Namespace) -> int:
     """Back the chat in --data-dir up; one line on stdout with what went in."""
-    from everchat.actors.backup import BackupError, snapshot
+    from everchat.actors.upkeep.backup import BackupError, snapshot
     from everchat.actors.folder import NotAChat, StoreError
 
     try:
@@ -52,7 +52,7 @@ def run_backup(args: argparse.Namespace) -> int:
 
 def run_restore(args: argparse.Namespace) -> int:
     """Restore a backup into --data-dir (new or empty); the check's report as JSON."""
-    from everchat.actors.backup import RestoreRefused, restore
+    from everchat.actors.upkeep.backup import RestoreRefused, restore
 
     try:
         report = restore(args.file, args.data_dir)

@@ -9,7 +9,7 @@ last two of this computer (`~/.claude/projects`, `~/.codex/sessions`). Each
 conversation arrives as a note naming it, then its messages in order, each with its own
 date (R1); the kinds and prefixes are chosen in `chat_sources/_plan.py` (and the
 README's "Past chats"). Secrets are redacted before anything is logged
-(actors/redact.py). Tool calls and results only with `--with-tools`; thinking never
+(actors/upkeep/redact.py). Tool calls and results only with `--with-tools`; thinking never
 (R6).
 
 Every file is read once, as a stream (chat_sources/_stream.py): what cannot be read (a
@@ -104,7 +104,7 @@ class Estimate:
         images = f", {self.images} image{'s' * (self.images != 1)}" if self.images else ""
         out.append(f"  {self.records} records, {self.bytes:,} bytes{images}")
         if self.cut:
-            from everchat.actors.chat_sources import CUT_CHARS
+            from everchat.actors.upkeep.importing import CUT_CHARS
 
             out.append(f"  {self.cut} message{'s' * (self.cut != 1)} over {CUT_CHARS:,} characters (about 2 MB): "
                        "cut there, the rest not imported")
@@ -146,7 +146,7 @@ def _last_imported(store) -> str | None:
     """The naming-note key of the conversation of the log's last imported record (among
     its latest messages), or None: a run interrupted inside a conversation goes on in it
     without a second naming note."""
-    from everchat.actors.chat_sources import KEY_PREFIX, head_key
+    from everchat.actors.upkeep.importing import KEY_PREFIX, head_key
 
     last = store.message_count - 1
     for i in range(last, max(-1, last - _LOOK_BACK), -1):
@@ -162,7 +162,7 @@ def _last_imported(store) -> str | None:
 def _known_in(store, conversations: list) -> tuple[set[str], str | None, int]:
     """The import's source ids the chat holds (from its key index, P3), the last imported
     conversation, and how many of the import's records were logged before."""
-    from everchat.actors.chat_sources import candidate_keys, known_count, remember
+    from everchat.actors.upkeep.importing import candidate_keys, known_count, remember
 
     known: set[str] = set()
     for key in store.logged_keys(key for conv in conversations for key in candidate_keys(conv)):
@@ -191,8 +191,8 @@ _SAID = 20  # skipped files and notes said one line each, per path; the rest cou
 def _read(paths: list[Path]) -> tuple[list, list[str]]:
     """Every conversation of `paths`, oldest first, and what was read where (what was
     skipped, one line each, P12)."""
-    from everchat.actors.chat_sources import SourceError, read_path
-    from everchat.actors.redact import redact
+    from everchat.actors.upkeep.importing import SourceError, read_path
+    from everchat.actors.upkeep.redact import redact
 
     conversations, said = [], []
     for path in paths:
@@ -221,7 +221,7 @@ def _read(paths: list[Path]) -> tuple[list, list[str]]:
 def _plans(conversations: list, known: set[str], last: str | None, args) -> list[tuple[str, list]]:
     """Each conversation's items to log; a message two files hold (a resumed Claude Code
     session's copies) is planned once."""
-    from everchat.actors.chat_sources import conversation_items, remember
+    from everchat.actors.upkeep.importing import conversation_items, remember
 
     known = set(known)
     out = []
@@ -265,7 +265,7 @@ def _confirmed(what: str) -> bool:
 
 def run_import_chats(args: argparse.Namespace) -> int:
     from everchat.actors.attach import server_info
-    from everchat.actors.chat_sources import default_paths
+    from everchat.actors.upkeep.importing import default_paths
     from everchat.frontends.commands_import import Count, import_log_only, import_summarized
 
     args.since_moment = parse_since(args.since)

@@ -1,5 +1,5 @@
 """`note TEXT` (or `note -`: the text from stdin): log one memory from before the chat as a `note` message (R3).
-`repair`: rebuild what is derived from the log (actors/repair.py).
+`repair`: rebuild what is derived from the log (actors/upkeep/repair.py).
 
 The note is logged and planned as the chat's one writer (R5); a note longer than
 16,000 bytes becomes several consecutive notes (R8). Its summary, when it needs
@@ -88,7 +88,7 @@ def _noted_by_server(args: argparse.Namespace, text: str) -> bool:
 
 def repair(args: argparse.Namespace) -> int:
     """Prints each thing it did; damage of the log itself is the one line of a failure."""
-    from everchat.actors.repair import repair_chat
+    from everchat.actors.upkeep.repair import repair_chat
     from everchat.actors.folder import NotAChat, StoreError
     from everchat.frontends.commands import _store_error
 

@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from everchat.actors.backup import _restore, _snapshot, restore, snapshot
+from everchat.actors.upkeep.backup import _restore, _snapshot, restore, snapshot
 
 
 def stop_here(ready: Path) -> None:

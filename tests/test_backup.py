@@ -1,4 +1,4 @@
-"""`everchat backup` and `everchat restore` (actors/backup/): a consistent snapshot of a
+"""`everchat backup` and `everchat restore` (actors/upkeep/backup/): a consistent snapshot of a
 chat, taken without its lock (R4, R5), restored into a new folder that passes `check` and
 holds the chat as it was at the snapshot's id (R22, R24, R25)."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.backup import MANIFEST_NAME, BackupError, restore, snapshot
+from everchat.actors.upkeep.backup import MANIFEST_NAME, BackupError, restore, snapshot
 from everchat.actors.chat import Chat
 from everchat.actors.tree import Budget, node_of, refold
 from everchat.actors.folder import ChatStore, Transcripts
@@ -237,7 +237,7 @@ def test_r21_r24_a_backup_holds_the_compaction_view_of_its_own_cut(tmp_path, mon
     between the two renames (the new view, the old compaction view) reads both again
     until they belong to one t, so the ZIP holds the compaction view of its cut, not none
     (the restored chat would refit it from the view: another compaction view, R24)."""
-    from everchat.actors.backup import _snapshot
+    from everchat.actors.upkeep.backup import _snapshot
 
     chat, zip_path, new = tmp_path / "chat", tmp_path / "chat.zip", tmp_path / "restored"
     make_chat(chat, notes=120)

@@ -1,4 +1,4 @@
-"""`everchat restore` refuses a hostile or damaged ZIP and writes nothing (actors/backup/):
+"""`everchat restore` refuses a hostile or damaged ZIP and writes nothing (actors/upkeep/backup/):
 zip-slip and absolute names, symlinks, duplicate names, members the manifest does not list,
 a zip bomb, a wrong sum, a chat that fails its check (R2, P3), a target that is not empty.
 After each refusal the target is absent (or unchanged) and nothing is left beside it."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.backup import MANIFEST_NAME, RestoreRefused, restore, snapshot
+from everchat.actors.upkeep.backup import MANIFEST_NAME, RestoreRefused, restore, snapshot
 from everchat.actors.chat import Chat
 from everchat.frontends.cli import main
 

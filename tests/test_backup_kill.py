@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cli_world import clean_home
-from everchat.actors.backup import restore, snapshot
+from everchat.actors.upkeep.backup import restore, snapshot
 from everchat.actors.chat import Chat
 from polling import wait_until
 

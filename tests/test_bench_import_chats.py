@@ -4,7 +4,7 @@ what it builds and that it measures a real process, never speed."""
 from __future__ import annotations
 
 from cli_world import clean_home
-from everchat.actors.chat_sources import read_path
+from everchat.actors.upkeep.importing import read_path
 from everchat.actors.folder import ChatStore
 from everchat.tools.bench.bench_import_chats import make_chat, make_export, measure
 

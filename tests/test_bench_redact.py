@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from everchat.actors.redact import redact
+from everchat.actors.upkeep.redact import redact
 from everchat.tools.bench import bench_redact
 
 

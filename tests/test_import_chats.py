@@ -175,7 +175,7 @@ def test_with_no_path_it_reads_this_computers_claude_code_and_codex_logs(tmp_pat
 
 
 def test_a_file_over_the_limit_or_not_a_chat_is_refused_and_nothing_is_made(tmp_path, capsys, monkeypatch):
-    from everchat.actors.chat_sources import _files
+    from everchat.actors.upkeep.importing import _files
 
     monkeypatch.setattr(_files, "MAX_BYTES", 1000)
     assert main(["import-chats", str(CHATGPT), "--yes", "--data-dir", str(tmp_path / "chat")]) == 2

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from everchat.actors import chat_sources
-from everchat.actors.chat_sources import (SourceError, conversation_items, parse_bytes, parse_chatgpt,
+from everchat.actors.upkeep import importing as chat_sources
+from everchat.actors.upkeep.importing import (SourceError, conversation_items, parse_bytes, parse_chatgpt,
                                           parse_claude, parse_claude_code, parse_codex, read_path)
 
 DATA = Path(__file__).parent / "data" / "import_chats"
@@ -228,7 +228,7 @@ def test_r9_images_a_log_holds_go_with_their_message_and_others_are_left_out():
 
 
 def test_a_member_over_the_limit_and_a_bomb_are_refused_with_a_clear_message(tmp_path, monkeypatch):
-    from everchat.actors.chat_sources import _files
+    from everchat.actors.upkeep.importing import _files
 
     monkeypatch.setattr(_files, "MAX_BYTES", 10_000)
     bomb = tmp_path / "bomb.zip"
@@ -265,7 +265,7 @@ def test_every_public_name_is_exported():
 def test_a_resumed_claude_code_session_logs_the_messages_it_copied_once():
     """Claude Code starts a resumed session's log with copies of the earlier messages (their
     uuids kept): a message is known by its uuid whichever log holds it."""
-    from everchat.actors.chat_sources import imported_ids, remember
+    from everchat.actors.upkeep.importing import imported_ids, remember
 
     (first,) = parse_claude_code(CLAUDE_CODE.read_bytes())
     lines = CLAUDE_CODE.read_text(encoding="utf-8").splitlines()[:-1]  # without the torn line

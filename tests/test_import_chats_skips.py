@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cli_world import clean_home
-from everchat.actors.chat_sources import read_path
+from everchat.actors.upkeep.importing import read_path
 from everchat.actors.folder import MAX_TEXT_BYTES, ChatStore
 from everchat.frontends.cli import main
 from test_import_chats import ferns_export, records
@@ -195,7 +195,7 @@ def test_p3_a_log_only_import_logs_without_a_model_and_summarizes_later(tmp_path
 def test_p12_a_stream_of_any_block_sizes_parses_as_json_does():
     """The streamed list reader against json.loads, with reads of every small size (a
     value, a number, an escape or a UTF-8 character cut at any block boundary)."""
-    from everchat.actors.chat_sources import _stream
+    from everchat.actors.upkeep.importing import _stream
 
     value = [{"a": "é😀\\\"x" * 3, "n": [1, 22, 333.5, -4e10, True, None]}, 12345678, "tail\u2028", [], {}]
     data = json.dumps(value, ensure_ascii=False).encode()

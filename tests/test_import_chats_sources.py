@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from everchat.actors.chat_sources import conversation_items, parse_chatgpt, parse_claude_code
+from everchat.actors.upkeep.importing import conversation_items, parse_chatgpt, parse_claude_code
 from everchat.actors.folder import ChatStore
 
 SESSION = "aaaa0000-1111-4222-8333-444455556666"

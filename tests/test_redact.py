@@ -1,4 +1,4 @@
-"""Secrets are redacted before anything is logged (actors/redact.py, `import-chats`).
+"""Secrets are redacted before anything is logged (actors/upkeep/redact.py, `import-chats`).
 
 A corpus: each kind of secret, in the way it shows up in a pasted chat, is caught and
 only the secret becomes `[redacted]`; ordinary text (prose, code, hashes, ids, URLs
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from everchat.actors.redact import REDACTED, redact
+from everchat.actors.upkeep.redact import REDACTED, redact
 
 R = REDACTED
 ANTHROPIC = "sk-ant-" + "api03-" + "Xq7vB2mN9pL4kR8sT1wY6zA3cD5fG0hJ-_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"

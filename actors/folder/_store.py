@@ -578,7 +578,7 @@ class ChatStore:
 
     def cut(self, messages: int, merges: int) -> LogCut:
         """A consistent cut of the log at `messages` messages and `merges` merge records,
-        for a copy taken without the lock (`actors/backup/`; see `_cut`). Both counts are
+        for a copy taken without the lock (`actors/upkeep/backup/`; see `_cut`). Both counts are
         at most what this open found; the cut streams the day files as they are now."""
         index = self._usable()
         if type(messages) is not int or not 0 <= messages <= self._count:

@@ -33,7 +33,7 @@ def _bytes(name: str, value: object) -> bytes:
 
 def view_bytes(name: str, view: dict) -> bytes:
     """The bytes `save_views` writes for `view` into the file `name` (a backup writes a
-    refolded view.json byte for byte as the planner would, actors/backup/)."""
+    refolded view.json byte for byte as the planner would, actors/upkeep/backup/)."""
     return _bytes(name, view)
 
 

@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 
-from everchat.actors.redact import redact
+from everchat.actors.upkeep.redact import redact
 
 __all__ = ["main", "corpus", "KINDS", "SECRETS"]
 

@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import NamedTuple
 
-from everchat.actors.redact import redact
+from everchat.actors.upkeep.redact import redact
 from everchat.actors.folder import MAX_ASSET_BYTES, MAX_TEXT_BYTES, clip_echo, image_type
 
 from ._types import ChatMessage, Conversation

@@ -1,0 +1,1 @@
+"""Upkeep of a chat folder: backups, repairs, importing past chats (with redaction)."""
