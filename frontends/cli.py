@@ -361,7 +361,7 @@ def _join_failed(args: argparse.Namespace, error: Exception, refused: bool) -> s
 
 def _terminal(args: argparse.Namespace) -> int:
     """`everchat` / `everchat chat`: engineer E's prompt_toolkit front end."""
-    from everchat.actors.attach import server_info
+    from everchat.actors.session.attached import server_info
     from everchat.frontends.commands import check_compaction_model, load_settings
 
     settings = load_settings(args)
@@ -455,7 +455,7 @@ def _wind_down(supervisor) -> None:
     """`serve` stopping: as a session's close, a running turn (an attached client's) is
     stopped with its streamed part logged (R37), and the planner has planned what was
     logged, before the actors stop (issue 10)."""
-    from everchat.actors.session import settle_down
+    from everchat.actors.session.session import settle_down
     from everchat.transport import TransportError
 
     try:

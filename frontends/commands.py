@@ -210,7 +210,7 @@ def _derived(file: Path) -> bool:
 def open_reader(path: Path) -> Iterator:
     """The chat at `path` opened read-only (R5): no lock, no byte written, also not to
     repair; a folder without a chat fails with a clear message."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
     from everchat.actors.folder import StoreError
 
     try:
@@ -233,7 +233,7 @@ def open_reader(path: Path) -> Iterator:
 @contextmanager
 def open_writer(path: Path) -> Iterator:
     """The chat at `path` opened as its one writer (R5), made when missing."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
     from everchat.actors.folder import StoreError
 
     try:

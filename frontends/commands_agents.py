@@ -65,7 +65,7 @@ def live_agents(chat: Path, timeout: float = 3.0) -> list[dict] | None:
     except PermissionError:
         pass
     if info.get("transport") == "tcp":
-        from everchat.actors.attach import NotAttachable, dial
+        from everchat.actors.session.attached import NotAttachable, dial
 
         try:
             node = dial(chat, timeout=timeout).node

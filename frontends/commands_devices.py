@@ -51,7 +51,7 @@ def add_device_arguments(device: argparse.ArgumentParser, devices: argparse.Argu
 
 def _hub(chat: Path):
     """(node, how) to ask the running server's device hub, or None when no server runs."""
-    from everchat.actors.attach import server_info
+    from everchat.actors.session.attached import server_info
     from everchat.transport import KeyStore, Node, TransportError
 
     info = server_info(chat)

@@ -449,7 +449,7 @@ def run_import(args: argparse.Namespace) -> int:
     if size == 0:
         raise UsageError(f"{path} is empty; nothing to import")
     if getattr(args, "log_only", False):
-        from everchat.actors.attach import server_info
+        from everchat.actors.session.attached import server_info
 
         if server_info(args.data_dir) is None:
             return _log_only(args, path, digest, size)

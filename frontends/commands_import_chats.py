@@ -264,7 +264,7 @@ def _confirmed(what: str) -> bool:
 
 
 def run_import_chats(args: argparse.Namespace) -> int:
-    from everchat.actors.attach import server_info
+    from everchat.actors.session.attached import server_info
     from everchat.actors.upkeep.importing import default_paths
     from everchat.frontends.commands_import import Count, import_log_only, import_summarized
 

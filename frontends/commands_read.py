@@ -162,7 +162,7 @@ def live_status(chat: Path, timeout: float = 3.0) -> dict:
         pass
     live: dict = {"running": True, "pid": pid, "placement": info.get("placement")}
     if info.get("transport") == "tcp":
-        from everchat.actors.attach import NotAttachable, dial
+        from everchat.actors.session.attached import NotAttachable, dial
 
         try:
             node = dial(chat, timeout=timeout).node  # routed to every actor through the supervisor
@@ -202,7 +202,7 @@ def live_status(chat: Path, timeout: float = 3.0) -> dict:
 def run(command: str, args: argparse.Namespace) -> int:
     zoom = parse_zoom(args.id, args.n, args.page) if command == "zoom" else None
     day = parse_id(args.id) if command == "date" else None
-    from everchat.actors.chat import ZoomError
+    from everchat.actors.session.local import ZoomError
     from everchat.actors.tree import PlannerError
 
     with open_reader(args.data_dir) as chat:

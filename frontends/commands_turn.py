@@ -72,8 +72,8 @@ def start_session(settings, placement=None, *, attachable: bool = False, what: s
     writer that is no server (another `ask`, a `note`) fails as ever, naming it. Every
     failure is a CommandError: `what` (e.g. "cannot open the chat in DIR: ") then why.
     `attachable`: whether this session is a server others may attach to."""
-    from everchat.actors.attach import server_info
-    from everchat.actors.session import ChatSession
+    from everchat.actors.session.attached import server_info
+    from everchat.actors.session.session import ChatSession
     from everchat.actors.folder import ChatLocked
 
     chat = settings.chat_dir
@@ -113,8 +113,8 @@ def attach_if_served(settings, placement=None, what: str = ""):
     """The session attached to the server running the chat (issue 10), its one line said
     on stderr; None when no server of this computer runs it (`NotAttachable`). A server
     that answered and then failed us is a CommandError."""
-    from everchat.actors.attach import NotAttachable
-    from everchat.actors.session import ChatSession
+    from everchat.actors.session.attached import NotAttachable
+    from everchat.actors.session.session import ChatSession
 
     try:
         session = ChatSession.attach(settings.chat_dir, settings)
@@ -170,7 +170,7 @@ def _folder_fault(chat: Path) -> str | None:
     """What is wrong with the chat folder itself, as a reader sees it (R5: no lock, no byte
     written): a CorruptRecord names the file and the byte offset. None when it opens, or
     when there is no chat yet (the session makes one)."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
     from everchat.actors.folder import NotAChat, StoreError
 
     try:

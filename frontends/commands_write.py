@@ -46,7 +46,7 @@ def note(args: argparse.Namespace) -> int:
         except BadInput as error:
             raise UsageError(str(error)) from None
         except (StoreError, OSError) as error:
-            from everchat.actors.chat import LoggedButUnsaved
+            from everchat.actors.session.local import LoggedButUnsaved
 
             if isinstance(error, LoggedButUnsaved):  # P7: the store says what was logged
                 raise _logged_but(error.ids, error.cause) from None
@@ -64,7 +64,7 @@ def _noted_by_server(args: argparse.Namespace, text: str) -> bool:
     as ever; False when no server runs it (the note is then logged as the chat's writer)."""
     import uuid
 
-    from everchat.actors.attach import server_info
+    from everchat.actors.session.attached import server_info
     from everchat.frontends.commands import load_settings
     from everchat.frontends.commands_turn import attach_if_served
     from everchat.transport import TransportError, schema

@@ -32,7 +32,7 @@ if __name__ == "__main__":
 
 from store_world import FakeClock  # noqa: E402
 
-from everchat.actors.chat import Chat  # noqa: E402
+from everchat.actors.session.local import Chat  # noqa: E402
 from everchat.actors.folder.drafts import save_draft  # noqa: E402
 from everchat.actors.tree import Budget, name  # noqa: E402
 from everchat.actors.folder import ChatStore, _crash  # noqa: E402

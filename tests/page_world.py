@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from everchat.actors.settings import Settings, load
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.frontends.web import load_token
 from everchat.frontends.web import Running, WebConfig, make_app, start_in_thread
 

@@ -13,7 +13,7 @@ import pytest
 
 from everchat.actors.supervisor.actor import actor as supervisor_module
 from everchat.actors.settings import load
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.folder import ChatLocked
 from everchat.actors.supervisor.actor import GaveUp, Placement, Supervisor
 from everchat.actors.supervisor.parts import LOCK_NAME, ChatLock, Launcher

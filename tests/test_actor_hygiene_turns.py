@@ -16,7 +16,7 @@ import time
 import pytest
 
 from everchat.tools.fakemodel import Gate, Reply, Text, ToolCall
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.transport import TransportError, schema
 
 from test_turns_wire import configure, fake, server, turn_calls, until_end  # noqa: F401 (fixtures)

@@ -17,7 +17,7 @@ import pytest
 
 from everchat.actors.turns.after_turn import LIMIT, HookResult, HookRunner, hook_env, run_hook
 from everchat.actors.settings import load
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text
 from everchat.transport import schema

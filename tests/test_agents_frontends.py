@@ -14,7 +14,7 @@ import sys
 from terminal_world import ScriptedSession, running
 from test_turns_wire import fake, server  # noqa: F401 (fixtures)
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.folder import Transcripts
 from everchat.transport import RemoteError, schema
 
@@ -116,7 +116,7 @@ def test_r38_ops_shows_the_agents_queue_under_its_row():
 def test_r35_a_sessions_zoom_name_reads_the_transcript_through_the_log_writer(monkeypatch, tmp_path, fake):
     import pytest
 
-    from everchat.actors.session import ChatSession, ZoomError
+    from everchat.actors.session.session import ChatSession, ZoomError
     from everchat.transport import schema
     from test_turns_wire import configure
 
@@ -168,7 +168,7 @@ def _wait_for_both(chat):
 
 
 def test_p15_two_quick_agent_commands_in_the_terminal_start_two_agents(tmp_path):
-    from everchat.actors.session import ChatSession
+    from everchat.actors.session.session import ChatSession
 
     session = ChatSession.open(_demo(tmp_path))
     try:

@@ -12,7 +12,7 @@ from cli_world import clean_home, env, everchat  # noqa: F401 (env is a fixture)
 from polling import wait_until
 
 from everchat.actors import settings as config
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.supervisor.actor import Placement
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text
 

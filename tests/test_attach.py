@@ -22,10 +22,10 @@ import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 from tmux_world import clean_env, tmux_pane
 
-from everchat.actors.attach import ServerGone, server_info
+from everchat.actors.session.attached import ServerGone, server_info
 from everchat.actors.settings import load
 from everchat.actors.tree import Budget
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.folder import ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.upkeep.backup import MANIFEST_NAME, BackupError, restore, snapshot
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.tree import Budget, node_of, refold
 from everchat.actors.folder import ChatStore, Transcripts
 from everchat.frontends.cli import main
@@ -550,7 +550,7 @@ def test_a_restored_chat_opens_with_its_goal_paused_and_only_the_persons_word_re
     turn is checked (the demo model finds it met), and nothing ran before it."""
     from everchat.actors import settings as config
     from everchat.actors.turns.goals import Goal, GoalBook, load_goal, save_goal
-    from everchat.actors.session import ChatSession
+    from everchat.actors.session.session import ChatSession
     from everchat.transport import schema
 
     chat, new = tmp_path / "chat", tmp_path / "restored"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.upkeep.backup import MANIFEST_NAME, RestoreRefused, restore, snapshot
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.frontends.cli import main
 
 from cli_world import clean_home

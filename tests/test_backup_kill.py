@@ -15,7 +15,7 @@ import pytest
 
 from cli_world import clean_home
 from everchat.actors.upkeep.backup import restore, snapshot
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from polling import wait_until
 
 CHILD = Path(__file__).with_name("backup_kill_child.py")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.compactor.compaction import read_task
 from everchat.actors.tree import key_of, render_text
 from everchat.actors.prompt import split_turn

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from everchat.actors.chat import Chat, ZoomError
+from everchat.actors.session.local import Chat, ZoomError
 from everchat.actors.tree import Budget, key_of, name
 from everchat.actors.folder import ChatStore, CorruptRecord
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.folder import ChatStore
 from everchat.frontends.cli import main
 from everchat.tools.fakemodel import FakeModelServer, Reply, Text, ToolCall

@@ -378,7 +378,7 @@ def test_p19_a_usage_file_that_is_a_folder_costs_the_figures_only_said_once(env,
 
 def test_p9_check_of_a_merge_record_that_does_not_fold_is_one_line(env, tmp_path):
     """T7: a merge record's pair changed (valid JSON, same size): `check` names tree/, no traceback."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
     from everchat.actors.tree import Budget
 
     chat = tmp_path / "chat"

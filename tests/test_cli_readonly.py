@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.frontends.cli import main
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.compactor.compaction import RULER, CompactionJob, Summarizer, summarize
 from everchat.actors.tree import Budget, level, node_of
 from everchat.actors.models import Connection, Request, TextBlock, connect

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from everchat.actors import settings as config
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.frontends.web import WebConfig, load_token, make_app, start_in_thread
 from everchat.frontends.web.remote import REVOKED, RemoteSession, SessionRevoked, UserMessage
 from everchat.tools.fakemodel import FakeModelServer, Gate, Latency, Reply, Text

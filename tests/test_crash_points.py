@@ -28,7 +28,7 @@ import pytest
 from crash_script import conversation
 from crash_script import run as run_script
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.folder import ChatStore
 from everchat.actors.folder._crash import CRASH_STATUS, KINDS
 

@@ -9,7 +9,7 @@ import pytest
 
 from everchat.actors.turns.goals import (CHECK_CHARS, CONTINUE, GOAL_NAME, MET, TURN_LIMIT, Goal, GoalBook, check_text,
                                    is_met, load_goal, save_goal)
-from everchat.actors.chat import open_writer_store
+from everchat.actors.session.local import open_writer_store
 from everchat.actors.folder import CorruptRecord
 
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from everchat.actors.turns.turn import goals
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text
 from everchat.transport import schema

@@ -6,7 +6,7 @@ from __future__ import annotations
 from terminal_world import running
 
 from everchat.actors import settings as config
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.tools.fakemodel import Gate, Reply, Text, ToolCall
 from everchat.transport import schema
 

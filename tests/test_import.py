@@ -69,7 +69,7 @@ def notes(chat: Path) -> list:
 
 
 def pending(chat: Path) -> int:
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     with Chat.open(chat, writer=False) as reader:
         return reader.status()["unbuilt_lines"]
@@ -303,7 +303,7 @@ def test_on_a_terminal_a_warning_takes_a_line_of_its_own_above_the_bar():
 
 def figures(chat: Path) -> dict:
     """The view's figures (R16) and the compactions' usage, read back from the folder."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
     from everchat.actors.folder.usage import load_usage
 
     with Chat.open(chat, writer=False) as reader:
@@ -313,7 +313,7 @@ def figures(chat: Path) -> dict:
 
 
 def merge_records(chat: Path) -> int:
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     with Chat.open(chat, writer=False) as reader:
         return reader.check()["merges"]

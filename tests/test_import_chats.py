@@ -42,7 +42,7 @@ def records(chat: Path) -> list:
 
 
 def pending(chat: Path) -> int:
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     with Chat.open(chat, writer=False) as reader:
         return reader.status()["unbuilt_lines"]
@@ -228,7 +228,7 @@ def test_a_killed_import_run_again_logs_every_message_once_in_order(tmp_path):
     assert keys == expected  # in order, the interrupted conversation going on without a second heading
     assert pending(chat) == 0
     # R19: summarized as it went, so the view ends within its budget (as `import`'s does)
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     with Chat.open(chat, writer=False) as reader:
         status = reader.status()

@@ -186,7 +186,7 @@ def test_p3_a_log_only_import_logs_without_a_model_and_summarizes_later(tmp_path
     assert main(["import-chats", str(export), "--yes", "--log-only", "--data-dir", str(chat)]) == 0
     assert f"nothing new to import ({total} messages imported before)" in capsys.readouterr().out
     assert main(["--demo", "compact", "--data-dir", str(chat)]) == 0
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     with Chat.open(chat, writer=False) as reader:
         assert reader.status()["unbuilt_lines"] == 0 and reader.store.message_count == total

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from everchat.actors.prompt.tasks import agent_request, read_agent_request
-from everchat.actors.chat import Chat, ZoomError
+from everchat.actors.session.local import Chat, ZoomError
 from everchat.actors.compactor.compaction import CompactionJob, Summarizer
 from everchat.actors.tree import Budget, node_of
 from everchat.actors.models import (

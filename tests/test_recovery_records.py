@@ -14,7 +14,7 @@ import shutil
 
 from store_world import FakeClock
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.tree import Budget
 from everchat.actors.folder import ChatStore
 from everchat.actors.folder._records import seal

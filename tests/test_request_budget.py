@@ -16,7 +16,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.turns.goals import check_text
 from everchat.actors.tree import (FOLDED, PLACEHOLDER, Budget, aligned, end, key_of, level, name, newest_within,
                                     render_line, request_lines, start)

@@ -16,7 +16,7 @@ import shutil
 import pytest
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.tree import Budget, name
 from everchat.actors.folder import ChatStore
 

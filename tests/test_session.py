@@ -8,7 +8,7 @@ import os
 import pytest
 
 from everchat.actors.settings import load
-from everchat.actors.session import ChatSession, ZoomError
+from everchat.actors.session.session import ChatSession, ZoomError
 from everchat.actors.folder import ChatLocked
 from everchat.actors.supervisor.actor import Placement
 from everchat.actors.turns.turn import incomplete_text

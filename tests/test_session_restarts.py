@@ -177,7 +177,7 @@ def assert_no_traceback_from_the_command(err: str) -> None:
 
 
 def pending_summaries(chat: Path) -> int:
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     with Chat.open(chat, writer=False) as reader:
         return reader.status()["unbuilt_lines"]
@@ -302,7 +302,7 @@ class _Node:
 
 
 def _session(node: _Node, supervisor: _Supervisor):
-    from everchat.actors.session import ChatSession
+    from everchat.actors.session.session import ChatSession
 
     session = ChatSession.__new__(ChatSession)
     session.supervisor, session.node, session._closed = supervisor, node, False
@@ -356,7 +356,7 @@ def test_p4_an_actor_the_supervisor_gave_up_on_ends_the_request_with_one_clear_e
 
 
 def test_p4_a_timeout_of_an_actor_that_kept_running_is_a_timeout(monkeypatch):
-    from everchat.actors import session as session_module
+    from everchat.actors.session.session import session as session_module
     from everchat.transport import AskTimeout
 
     monkeypatch.setattr(session_module, "_GRACE_SECONDS", 0.05)

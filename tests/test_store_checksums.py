@@ -14,7 +14,7 @@ import shutil
 import pytest
 from store_world import FakeClock
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.tree import Budget, name
 from everchat.actors.folder import ChatDamaged, ChatStore, CorruptRecord, StoreError
 

@@ -11,7 +11,7 @@ import pytest
 from terminal_world import running
 
 from everchat.actors import settings as config
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.turns.turn import INCOMPLETE
 from everchat.tools.fakemodel import FakeModelServer, Latency, Reply, Text, Thinking
 from everchat.transport import schema

@@ -12,7 +12,7 @@ import pytest
 
 from cli_world import clean_home, env, everchat  # noqa: F401 (env is a fixture)
 from everchat.actors import settings as config
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.folder import Transcripts
 
 GARBAGE = b'{"not": "a transcript"}\n'
@@ -60,7 +60,7 @@ def test_p8_the_running_chat_starts_its_agents_and_the_models_zoom_says_the_tran
                                                                                                  monkeypatch):
     """The agents actor rebuilds its book from every readable transcript (it failed its
     start on the garbage one); the session's zoom("Name") is the model's tool code."""
-    from everchat.actors.session import ChatSession, ZoomError
+    from everchat.actors.session.session import ChatSession, ZoomError
 
     clean_home(tmp_path, monkeypatch)
     chat = tmp_path / "chat"

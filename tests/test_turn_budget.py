@@ -20,9 +20,9 @@ import re
 
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 
-from everchat.actors.chat import Chat
+from everchat.actors.session.local import Chat
 from everchat.actors.planner.planning import UNSETTLED_MARK
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text, ToolCall
 from everchat.transport import schema
 

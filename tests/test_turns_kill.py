@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.turns.turn import incomplete_text
 from everchat.tools.fakemodel import Latency, Reply, Text
 from everchat.transport import schema

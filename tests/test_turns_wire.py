@@ -12,7 +12,7 @@ import pytest
 
 from everchat.actors.settings import load
 from everchat.actors.prompt import TURN_OPENING
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.tools.fakemodel import FakeModelServer, Gate, Latency, Reply, Text, ToolCall
 from everchat.transport import schema
 

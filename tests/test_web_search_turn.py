@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from everchat.actors.prompt import TURN_OPENING
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.tools.fakemodel import Reply, Text, ToolCall
 from everchat.transport import schema
 

@@ -13,7 +13,7 @@ import json
 import sys
 
 from everchat.actors.settings import load
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.transport import schema
 
 

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from everchat.actors.settings import load
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.frontends.web import WebConfig, load_token, make_app, start_in_thread
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"

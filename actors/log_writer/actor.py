@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors.chat import open_writer_store
+from everchat.actors.session.local import open_writer_store
 from everchat.actors.folder.drafts import save_draft
 from everchat.actors.turns.goals import Goal, load_goal, save_goal
 from everchat.actors.planner.planning import records_after

@@ -41,7 +41,7 @@ that never answers does not hold the close.
 
 The session reads `stopping`, `running(name)` and `incarnation(name)` to repeat its
 requests across restarts (P4). A client attached to the running chat (issue 10,
-actors/attach.py) reads the same three through `SupervisorStatus`, answered by `state()`.
+actors/session/attached.py) reads the same three through `SupervisorStatus`, answered by `state()`.
 
 One chat, one server (issue 10): a supervisor made `attachable` (the one of `serve`, the
 terminal chat, the web page) says so in its run file, `run/supervisor.json`

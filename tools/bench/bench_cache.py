@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from everchat.actors.settings import load
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.supervisor.actor import Placement
 from everchat.tools.bench.workload import FETCH_TOOL, WorkloadRule, Workload, fetch, make_workload
 from everchat.tools.fakemodel import CacheStats, Exchange, FakeModelServer, Latency

@@ -28,7 +28,7 @@ _GROUP = 5_000
 
 def make_chat(path: Path, count: int, seed: int = 7) -> None:
     """Write a chat of `count` messages with a fully built tree, fast (group commits)."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
     from everchat.actors.tree import Budget, Planner, node_of, pair_of
     from everchat.actors.planner.planning import VIEW_VERSION
     from everchat.actors.folder import ChatStore
@@ -81,7 +81,7 @@ def make_chat(path: Path, count: int, seed: int = 7) -> None:
 
 def measure_open(path: Path, writer: bool = False) -> dict:
     """Open (read-only, or as the writer) and render; run this in a fresh process."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     tracemalloc.start()
     began = time.perf_counter()

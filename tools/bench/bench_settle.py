@@ -39,7 +39,7 @@ from pathlib import Path
 
 from everchat.actors.planner.actor import actor as planner_module
 from everchat.actors.settings import load
-from everchat.actors.session import ChatSession
+from everchat.actors.session.session import ChatSession
 from everchat.actors.supervisor.actor import Placement
 from everchat.tools.bench.bench_cache import bench_env, play_turn
 from everchat.tools.bench.workload import FETCH_TOOL, WorkloadRule, fetch, make_workload

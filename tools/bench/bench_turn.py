@@ -39,7 +39,7 @@ def _emit(figure: str, values_ms: list[float], **extra) -> None:
 
 def run(view_bytes: int, turns: int, provider: str, placement_mode: str, home: Path) -> None:
     from everchat.actors.settings import load
-    from everchat.actors.session import ChatSession
+    from everchat.actors.session.session import ChatSession
     from everchat.actors.supervisor.actor import Placement
     from everchat.tools.fakemodel import FakeModelServer, Reply, Text
     from everchat.transport import schema

@@ -131,7 +131,7 @@ class _Server:
 def _served(settings) -> Iterator[_Server]:
     """The chat of `settings` opened (single placement) and served on a free port, with a
     session cookie made for the bench's pages."""
-    from everchat.actors.session import ChatSession
+    from everchat.actors.session.session import ChatSession
     from everchat.frontends.web import SessionStore, WebChat, WebConfig, load_token, make_app, start_in_thread
 
     home = Path(settings.home)

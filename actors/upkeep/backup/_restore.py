@@ -173,7 +173,7 @@ def _check_restored(folder: Path, manifest: dict) -> dict:
     """`everchat check`'s own code path on the restored chat (every record, the images,
     the view against every merge record, R2, R9, R24), then its counts against the
     manifest's."""
-    from everchat.actors.chat import Chat
+    from everchat.actors.session.local import Chat
 
     try:
         with Chat.open(folder, writer=False) as chat:

@@ -9,7 +9,7 @@
     session.close()
 
 `ChatSession.attach(chat, settings)` joins a chat another process serves instead (issue
-10, actors/attach.py: its own node, the same actors and events; closing it leaves the chat
+10, actors/session/attached.py: its own node, the same actors and events; closing it leaves the chat
 running). Otherwise a session runs the supervisor (single process by default, or a
 `Placement`) and hosts a small listener actor in the supervisor's node that subscribes to
 the turn runner's events (topic "turn") and to failed compactions (topic "failed", turned
@@ -141,7 +141,7 @@ class ChatSession:
     """One open chat with its actors running. Methods are safe to call from any one thread
     at a time (a front end's loop); `stop` may be called from another thread (Ctrl-C)."""
 
-    attached = False  # True for a session attached to another process's chat (actors/attach.py)
+    attached = False  # True for a session attached to another process's chat (actors/session/attached.py)
 
     def __init__(self, supervisor, settings) -> None:
         self.supervisor = supervisor
@@ -166,8 +166,8 @@ class ChatSession:
         terminal chat, the web page; issue 10): an `AttachedSession` with a node of its
         own that asks the server's actors and takes their events. The server keeps the
         chat's lock (R5); `close()` only leaves. `NotAttachable` when no server runs
-        `chat` (actors/attach.py)."""
-        from everchat.actors.attach import dial
+        `chat` (actors/session/attached.py)."""
+        from everchat.actors.session.attached import dial
 
         remote = dial(chat, timeout=timeout)  # returns once the server runs every actor we ask
         try:

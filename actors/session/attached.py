@@ -7,7 +7,7 @@
 The process that holds a chat's lock (R5) and made its supervisor `attachable` (`serve`,
 the terminal chat, the web page) is the chat's server; it says so in its run file,
 `run/supervisor.json`. Another writing command of this computer attaches to it instead
-of failing on the lock: an `AttachedSession` (actors/session.py) is a `ChatSession` whose
+of failing on the lock: an `AttachedSession` (actors/session/session.py) is a `ChatSession` whose
 node is its own (it binds nothing: it dials the server as `everchat ops` does, over the ipc sockets in
 `run/`, or over tcp with the supervisor's CURVE key pair, `KeyStore.load`, which writes
 no file), hosts its listener actor, subscribes to "turn" and "failed", and asks the same

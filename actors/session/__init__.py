@@ -1,0 +1,1 @@
+"""The one door every front end uses: the session (local, attached, remote)."""
