@@ -17,7 +17,7 @@ def env(tmp_path):
 
 
 def everchat(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

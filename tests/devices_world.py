@@ -31,7 +31,7 @@ WAIT = 60.0
 
 def everchat(*argv: str, home: Path, **kwargs) -> subprocess.CompletedProcess:
     env = dict(os.environ, EVERCHAT_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *argv], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *argv], env=env, capture_output=True,
                           text=True, timeout=WAIT, **kwargs)
 
 
@@ -108,7 +108,7 @@ class Devices:
         env = dict(os.environ, EVERCHAT_HOME=str(home))
         home.mkdir(parents=True, exist_ok=True)
         log = open(home / f"join-{len(self.processes)}.log", "w")
-        process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "device", "join", link,
+        process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "device", "join", link,
                                     "--name", name], env=env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.processes.append(process)

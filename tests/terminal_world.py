@@ -17,7 +17,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output.vt100 import Vt100_Output
 
 from everchat.actors.planner.planning import ZoomError
-from everchat.frontends.terminal import Terminal
+from everchat.frontends.terminal.app import Terminal
 from everchat.transport import schema
 
 __all__ = ["ScriptedSession", "Screen", "running", "ANSI"]

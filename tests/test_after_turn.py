@@ -301,7 +301,7 @@ def test_the_last_turns_command_of_ask_runs_before_ask_ends(monkeypatch, tmp_pat
     order, before ask returns (single placement: the supervisor stops the turn runner
     first and waits for it), and the failure of the last is said on stderr."""
     from everchat.actors.turns.turn import after_turn
-    from everchat.frontends.cli import main
+    from everchat.frontends.cli.main import main
     from test_goals_run import Script
 
     configure(monkeypatch, tmp_path, fake, "anthropic")
@@ -362,7 +362,7 @@ def test_a_failure_while_ask_goal_follows_its_turns_is_said_once(monkeypatch, tm
     """`ask --goal` in one process: the first turn's command fails while ask follows the
     second turn (held until the failure is out), the second's as ask closes; each is said
     once, in the log's form."""
-    from everchat.frontends.cli import main
+    from everchat.frontends.cli.main import main
     from test_goals_run import Script
 
     configure(monkeypatch, tmp_path, fake, "anthropic")

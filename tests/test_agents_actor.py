@@ -364,7 +364,7 @@ def test_r38_everchat_agents_and_ops_ask_the_running_agents_actor(monkeypatch, t
     import socket
 
     from everchat.actors.supervisor.catalog import NodeAgent
-    from everchat.frontends.commands_agents import live_agents
+    from everchat.frontends.cli.agents import live_agents
     from everchat.frontends.ops import fetch_rows
 
     settings = configure(monkeypatch, tmp_path, fake, "anthropic")

@@ -63,7 +63,7 @@ def test_r38_agent_starts_it_and_stop_name_and_agents_reach_the_session():
 
 def everchat(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *args], env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -144,7 +144,7 @@ def _demo(home):
 
 def _agents_and_lines(chat) -> tuple[set, list]:
     """The agents the chat's transcripts hold, and the person's /agent lines in its log."""
-    from everchat.frontends.commands_agents import folder_agents
+    from everchat.frontends.cli.agents import folder_agents
 
     with Chat.open(chat, writer=False) as reader:
         lines = [reader.store.message(i).text for i in range(reader.store.message_count)
@@ -213,7 +213,7 @@ def test_p15_two_quick_agent_commands_on_the_page_start_two_agents_and_a_taken_n
 def test_p15_two_quick_agent_commands_over_connect_start_two_agents(tmp_path):
     from test_connect import Web
 
-    from everchat.frontends.web.remote import RemoteSession
+    from everchat.frontends.connect.remote import RemoteSession
 
     web = Web(tmp_path, _demo(tmp_path))
     try:

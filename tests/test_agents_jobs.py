@@ -55,8 +55,8 @@ def test_r38_agent_jobs_agents_work_at_once_and_the_rest_queue_in_order(tmp_path
 
 
 def test_r38_the_agent_jobs_flag_sets_the_limit_and_a_value_out_of_range_is_one_line(env, tmp_path):
-    from everchat.frontends.cli import _parser
-    from everchat.frontends.commands import load_settings
+    from everchat.frontends.cli.main import _parser
+    from everchat.frontends.cli.commands import load_settings
 
     args = _parser().parse_args(["--agent-jobs", "3", "--data-dir", str(tmp_path / "chat"), "status"])
     assert load_settings(args).agent_jobs == 3

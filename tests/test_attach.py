@@ -31,7 +31,7 @@ from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.tools.fakemodel import FakeModelServer, Gate, Reply, Text
 from everchat.transport import TransportError
 
-EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
+EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli.main"]
 HOST = socket.gethostname()
 TAIL = "; close that chat first (read-only commands such as `view` and `status` work meanwhile)"
 

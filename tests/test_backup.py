@@ -19,7 +19,7 @@ from everchat.actors.upkeep.backup import MANIFEST_NAME, BackupError, restore, s
 from everchat.actors.session.local import Chat
 from everchat.actors.tree import Budget, node_of, refold
 from everchat.actors.folder import ChatStore, Transcripts
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 from polling import wait_until
 from cli_world import clean_home
 
@@ -111,7 +111,7 @@ def members(zip_path: Path) -> list[str]:
 
 
 def everchat(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=os.environ.copy(),
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *args], env=os.environ.copy(),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -330,7 +330,7 @@ def test_r4_r5_r24_a_backup_during_a_running_import_restores_the_chat_as_it_was_
     source, chat = tmp_path / "big.txt", tmp_path / "chat"
     write_text_file(source, 6_500_000)
     env = os.environ.copy()
-    importing = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--demo", "import", str(source),
+    importing = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "--demo", "import", str(source),
                                   "--data-dir", str(chat)], env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
     try:

@@ -17,7 +17,7 @@ import pytest
 
 from everchat.actors.upkeep.backup import MANIFEST_NAME, RestoreRefused, restore, snapshot
 from everchat.actors.session.local import Chat
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 
 from cli_world import clean_home
 

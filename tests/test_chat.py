@@ -225,7 +225,7 @@ def test_r35_a_long_message_is_zoomed_in_pages_of_16000_bytes(folder):
 
 
 def test_the_cli_reads_a_chat_without_the_lock(folder, capsys):
-    from everchat.frontends.cli import main
+    from everchat.frontends.cli.main import main
 
     assert main(["note", "remember amber-42", "--data-dir", str(folder)]) == 0
     with Chat.open(folder):  # the writer holds the lock; readers still work

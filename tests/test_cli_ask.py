@@ -16,7 +16,7 @@ from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
 from everchat.actors.session.local import Chat
 from everchat.actors.folder import ChatStore
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 from everchat.tools.fakemodel import FakeModelServer, Reply, Text, ToolCall
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
@@ -160,7 +160,7 @@ def test_an_unknown_command_is_a_usage_error_that_makes_nothing(tmp_path, capsys
 def test_everchat_alone_opens_the_terminal_chat(env, tmp_path):
     """Without a terminal on stdin the terminal front end says so (status 2)."""
     for args in ((), ("chat",)):
-        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--demo", *args], env=env,
+        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "--demo", *args], env=env,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "the terminal chat needs a terminal" in done.stderr
 
@@ -180,7 +180,7 @@ def test_r5_note_and_import_on_a_chat_open_elsewhere_name_the_owner(env, tmp_pat
 def test_a_note_can_come_from_stdin_whole(env, tmp_path):
     chat = tmp_path / "chat"
     text = "line one\nline two: amber-42\n" * 1200  # 36,000 bytes: R8 logs three notes
-    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "note", "-", "--data-dir", str(chat)],
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "note", "-", "--data-dir", str(chat)],
                           input=text, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "logged messages 0-2\n"
     assert "".join(r.text for r in records(chat)) == text
@@ -200,7 +200,7 @@ def test_r37_ctrl_c_stops_the_call_and_exits_130(env, tmp_path):
                        EVERCHAT_REPLY_BASE_URL=server.base_url, EVERCHAT_COMPACTION_PROVIDER="demo")
         # The child takes SIGINT as a terminal's Ctrl-C would reach it, even when this
         # pytest was started with SIGINT ignored (which a child inherits).
-        child = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--data-dir", str(chat),
+        child = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "--data-dir", str(chat),
                                   "ask", "Tell me a long story."], env=run_env, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True,
                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

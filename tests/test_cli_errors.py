@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 from everchat.tools.fakemodel import FakeModelServer, GarbageEvent, ModelNotFound, QuotaExceeded
 
 WHY = {

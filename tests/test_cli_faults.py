@@ -20,11 +20,11 @@ from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
 from everchat.actors.folder import ChatStore
 from everchat.actors.folder.usage import UsageTotals, save_usage
-from everchat.frontends.commands import UsageError
-from everchat.frontends.commands_turn import _explain_lock
+from everchat.frontends.cli.commands import UsageError
+from everchat.frontends.cli.ask import _explain_lock
 from everchat.transport import KeyStore
 
-CLI = [sys.executable, "-m", "everchat.frontends.cli"]
+CLI = [sys.executable, "-m", "everchat.frontends.cli.main"]
 
 
 def one_line(done: subprocess.CompletedProcess) -> str:
@@ -254,7 +254,7 @@ def test_p17_an_image_that_is_a_fifo_or_a_device_is_refused_at_once(env, tmp_pat
 
 
 def test_p17_regular_file_is_the_shared_check_for_inputs(tmp_path):
-    from everchat.frontends.commands import regular_file
+    from everchat.frontends.cli.commands import regular_file
 
     (tmp_path / "notes.txt").write_text("x")
     assert regular_file(tmp_path / "notes.txt", "text file") == tmp_path / "notes.txt"
@@ -315,10 +315,10 @@ def test_p10_a_warning_reads_as_words_with_the_chat_folder_not_a_repr(env, tmp_p
 def test_p9_an_unexpected_error_is_one_line_and_its_traceback_goes_to_a_log_file(env, tmp_path):
     """The safety net: a bug (here injected) is `internal error`, exit 1; the details are in a file."""
     chat = a_chat(env, tmp_path / "chat")
-    bug = ("import sys, everchat.frontends.commands_read as r\n"
+    bug = ("import sys, everchat.frontends.cli.read as r\n"
            "def run(command, args): raise RuntimeError('a bug')\n"
            "r.run = run\n"
-           "from everchat.frontends.cli import main\n"
+           "from everchat.frontends.cli.main import main\n"
            f"sys.exit(main(['view', '--data-dir', {str(chat)!r}]))\n")
     done = subprocess.run([sys.executable, "-c", bug], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1

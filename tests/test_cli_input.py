@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from everchat.actors.folder import MAX_TEXT_BYTES, ChatStore
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 
 
 def test_a_note_over_8_mb_is_refused_before_a_chat_is_made(tmp_path, monkeypatch, capsys):
@@ -29,7 +29,7 @@ def test_a_note_or_message_that_is_not_utf8_is_refused_before_a_chat_is_made(tmp
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
     chat = tmp_path / "chat"
     for command, what in (("note", "the note"), ("ask", "the message")):
-        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--demo", "--data-dir", str(chat),
+        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "--demo", "--data-dir", str(chat),
                                command, b"bad \xff byte"], env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2
         assert done.stderr == f"everchat: {what} is not UTF-8 text (character 4); nothing was logged\n"
@@ -40,7 +40,7 @@ def test_ask_whose_reader_leaves_early_exits_quietly_with_the_reply_logged(tmp_p
     """`everchat ask … | head -c 20`: the closed pipe is the reader's choice, not a failure."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
     chat = tmp_path / "chat"
-    child = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--demo", "--data-dir", str(chat),
+    child = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "--demo", "--data-dir", str(chat),
                               "ask", "Remember amber-42."], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     child.stdout.close()  # the reader is gone before the first byte
@@ -59,7 +59,7 @@ def test_a_compaction_model_without_its_key_is_one_clear_line_before_anything_st
     chat = tmp_path / "chat"
     assert main(["note", "a memory", "--data-dir", str(chat)]) == 0
     before = sorted(p.name for p in chat.iterdir())
-    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *command, "--data-dir", str(chat)],
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *command, "--data-dir", str(chat)],
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr == ("everchat: the compaction model cannot start: anthropic: ANTHROPIC_API_KEY is not set: "

@@ -17,7 +17,7 @@ from test_attach import Server
 
 from everchat.actors.folder import ChatStore
 
-EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
+EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli.main"]
 
 
 def closed_pipe_run(env, *args: str) -> subprocess.CompletedProcess:

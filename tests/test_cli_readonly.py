@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from everchat.actors.session.local import Chat
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -33,7 +33,7 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
 
 def everchat(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *args], env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -52,7 +52,7 @@ def served(chat):
     """`everchat serve` holding the chat (its log writer has the lock), with every
     summary built first so that the running chat has nothing to write meanwhile."""
     assert everchat("--demo", "compact", "--data-dir", str(chat)).returncode == 0
-    server = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--demo", "serve",
+    server = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "--demo", "serve",
                                "--data-dir", str(chat)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = server.stdout.readline()

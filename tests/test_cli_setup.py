@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 from everchat.actors.settings import load
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 from everchat.tools.fakemodel import FakeModelServer
 
 KEY = "test-key"
@@ -107,7 +107,7 @@ def test_setup_stops_at_the_end_of_input_and_saves_nothing(home, monkeypatch, ca
 def test_setup_runs_as_a_command_with_piped_answers(server, home):
     env = {"PATH": "/usr/bin:/bin", "EVERCHAT_HOME": str(home), "OPENAI_API_KEY": KEY}
     answers = f"openai\n{server.openai_base_url}\n-\ngpt-test\nhigh\ny\ngpt-test-mini\n-\n"
-    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "setup"], input=answers,
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "setup"], input=answers,
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert KEY not in done.stdout + done.stderr

@@ -14,7 +14,7 @@ import pytest
 from everchat.actors import models
 from everchat.actors.settings import ENV, load
 from everchat.actors.models import DemoConnection, ModelError
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 
 KEY = "sk-never-read-by-a-subscription"
 

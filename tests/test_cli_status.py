@@ -12,7 +12,7 @@ import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
 from everchat.actors.folder.usage import USAGE_NAME, load_usage
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 from everchat.tools.fakemodel import FakeModelServer, Reply, Text, ToolCall
 from everchat.transport import Node, schema
 

@@ -89,7 +89,7 @@ def _errors_logged(env, chats) -> list[str]:
 
 def _timed_ask(env, chat, url: str, timeout: float) -> tuple[float, subprocess.CompletedProcess]:
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--reply-provider", "demo",
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "--reply-provider", "demo",
                            "--compaction-provider", "anthropic", "--compaction-model", "fake-compactor",
                            "--compaction-base-url", url, "--settle-timeout", "0.5", "--data-dir", str(chat),
                            "ask", "--no-wait", "quick question"],
@@ -114,7 +114,7 @@ def test_p10_ask_no_wait_does_not_wait_for_a_compaction_model_that_never_answers
         # The close gave up the hung calls: the run took about what the answered one took.
         assert took < 3 * max(first, second), (took, first, second)
         assert _pending(env, hanging) == NOTES  # the in-flight ones were not saved ...
-        built = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--reply-provider", "demo",
+        built = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "--reply-provider", "demo",
                                 "--compaction-provider", "anthropic", "--compaction-model", "fake-compactor",
                                 "--compaction-base-url", server.base_url, "--data-dir", str(hanging), "compact"],
                                env=env, capture_output=True, text=True, timeout=300)

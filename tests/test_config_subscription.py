@@ -278,7 +278,7 @@ def test_ask_with_the_subscription_flags_reaches_connect_cli_for_replies_and_com
                                                                                         fake_cli, capsys):
     from cli_world import clean_home
 
-    from everchat.frontends.cli import main
+    from everchat.frontends.cli.main import main
 
     clean_home(tmp_path, monkeypatch)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)  # never read under a subscription
@@ -300,7 +300,7 @@ def test_ask_with_the_subscription_flags_reaches_connect_cli_for_replies_and_com
 def test_a_bad_subscription_flag_is_a_usage_error_before_anything_starts(tmp_path, monkeypatch, fake_cli, capsys):
     from cli_world import clean_home
 
-    from everchat.frontends.cli import main
+    from everchat.frontends.cli.main import main
 
     clean_home(tmp_path, monkeypatch)
     assert main(["--connection", "subscription", "ask", "hi"]) == 2
@@ -325,7 +325,7 @@ def test_every_actor_in_its_own_process_connects_through_the_cli_with_the_sessio
     env.update(EVERCHAT_HOME=str(tmp_path / "home"), EVERCHAT_TEST_CLI_CALLS=str(calls), ANTHROPIC_API_KEY=KEY,
                PYTHONPATH=os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")])))
     long = "The launch checklist for the amber-42 probe: " + "verify the seals, " * 60
-    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--processes", "--connection",
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "--processes", "--connection",
                            "subscription", "--cli", "codex", "--cli-executable", "/opt/codex", "--cli-timeout", "42",
                            "--cli-concurrency", "3", "--reply-model", "gpt-5.5", "ask", long, "--data-dir", str(chat)],
                           env=env, capture_output=True, text=True, timeout=180)

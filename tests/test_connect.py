@@ -22,7 +22,7 @@ import pytest
 from everchat.actors import settings as config
 from everchat.actors.session.session import ChatSession
 from everchat.frontends.web import WebConfig, load_token, make_app, start_in_thread
-from everchat.frontends.web.remote import REVOKED, RemoteSession, SessionRevoked, UserMessage
+from everchat.frontends.connect.remote import REVOKED, RemoteSession, SessionRevoked, UserMessage
 from everchat.tools.fakemodel import FakeModelServer, Gate, Latency, Reply, Text
 from everchat.transport import schema
 
@@ -147,7 +147,7 @@ def slow_web(tmp_path, slow_model):
 
 def as_events(frames: list[dict]) -> list:
     """The page's frames of a turn, as the events connect hands out (its `user` frames aside)."""
-    from everchat.frontends.web.remote import event_of
+    from everchat.frontends.connect.remote import event_of
 
     return [event_of(frame) for frame in frames if frame["type"] != "user"]
 

@@ -16,9 +16,9 @@ from aiohttp import WSCloseCode, web
 from terminal_world import running
 
 from everchat.actors.planner.planning import ZoomError
-from everchat.frontends.chat_view import Transcript
-from everchat.frontends.cli import main
-from everchat.frontends.web.remote import (REVOKED, ConnectError, LinkError, RemoteSession, SessionRevoked,
+from everchat.frontends.terminal.transcript import Transcript
+from everchat.frontends.cli.main import main
+from everchat.frontends.connect.remote import (REVOKED, ConnectError, LinkError, RemoteSession, SessionRevoked,
                                            UserMessage, parse_link)
 from everchat.transport import schema
 

@@ -26,7 +26,7 @@ def _env(home: Path) -> dict:
 
 
 def _cli(home: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *argv], env=_env(home),
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *argv], env=_env(home),
                           capture_output=True, text=True, timeout=WAIT)
 
 
@@ -48,7 +48,7 @@ def processes():
 def _start(processes: list, home: Path, log: Path, *argv: str) -> subprocess.Popen:
     home.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", *argv], env=_env(home),
+        process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", *argv], env=_env(home),
                                    stdout=out, stderr=subprocess.STDOUT)
     processes.append(process)
     return process

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from everchat.frontends.chat_view import Transcript, plain
+from everchat.frontends.terminal.transcript import Transcript, plain
 from everchat.frontends.web.chat import WebChat
 from everchat.frontends.web.hub import translate
 from everchat.transport import schema

@@ -25,9 +25,9 @@ import pytest
 
 from everchat.actors.compactor.compaction import FAILURE_CAP
 from everchat.actors.folder import PART_BYTES, ChatStore, split_text
-from everchat.frontends.cli import main
-from everchat.frontends.commands_import import BATCH_BYTES, import_key, parts_of
-from everchat.frontends.progress import Progress
+from everchat.frontends.cli.main import main
+from everchat.frontends.cli.import_file import BATCH_BYTES, import_key, parts_of
+from everchat.frontends.cli.progress import Progress
 from cli_world import clean_home
 
 # Each import runs both ways: summarized as it goes (the default, with the offline demo
@@ -160,7 +160,7 @@ def test_a_killed_import_run_again_logs_each_part_once(tmp_path, way):
     chat = tmp_path / "chat"
     source = tmp_path / "big.txt"
     text = text_file(source, 3 * BATCH_BYTES, long_lines=long_lines(way))
-    command = [sys.executable, "-m", "everchat.frontends.cli", "import", str(source), "--data-dir", str(chat), *way]
+    command = [sys.executable, "-m", "everchat.frontends.cli.main", "import", str(source), "--data-dir", str(chat), *way]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         fd = child.stderr.fileno()
@@ -218,7 +218,7 @@ def test_a_missing_file_is_a_usage_error(tmp_path, capsys):
 
 @WAYS
 def test_ctrl_c_stops_an_import_that_the_same_command_then_finishes(tmp_path, capsys, monkeypatch, way):
-    from everchat.frontends import commands_import
+    from everchat.frontends.cli.main import import_file as commands_import
 
     chat, source = tmp_path / "chat", tmp_path / "a.txt"
     text = text_file(source, 2 * BATCH_BYTES, long_lines=long_lines(way))
@@ -247,7 +247,7 @@ def test_ctrl_c_is_never_taken_inside_a_commit_the_parts_in_hand_are_committed_f
     """A real SIGINT lands after part 100 (past the first group commit of 64 parts, or
     the sixth batch of 16 summarized): the import commits the parts in hand up to part
     101 before it stops, and says how many notes it logged."""
-    from everchat.frontends import commands_import
+    from everchat.frontends.cli.main import import_file as commands_import
 
     chat, source = tmp_path / "chat", tmp_path / "a.txt"
     text = text_file(source, 2 * BATCH_BYTES, long_lines=long_lines(way))
@@ -359,7 +359,7 @@ def test_r30_an_import_goes_on_past_failed_summaries(tmp_path, capsys, monkeypat
     than 16 lines wait, and the planner's backlog would never shrink. The import sees
     it, waits as a turn does (failed calls tried again every 10 s; the third builds the
     line from its input), says each failure, and finishes with every summary built."""
-    from everchat.frontends import commands_import
+    from everchat.frontends.cli.main import import_file as commands_import
     from everchat.tools.bench.bench_pool import summary_rule
     from everchat.tools.fakemodel import FakeModelServer, ModelNotFound
 

@@ -22,7 +22,7 @@ import pytest
 from polling import folder_bytes, wait_until
 
 from everchat.actors.folder import ChatStore
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 from cli_world import clean_home
 
 DATA = Path(__file__).parent / "data" / "import_chats"
@@ -191,7 +191,7 @@ def test_a_killed_import_run_again_logs_every_message_once_in_order(tmp_path):
     chat = tmp_path / "chat"
     export = tmp_path / "conversations.json"
     total = ferns_export(export, 200, 5)
-    command = [sys.executable, "-m", "everchat.frontends.cli", "--demo", "import-chats", str(export), "--yes",
+    command = [sys.executable, "-m", "everchat.frontends.cli.main", "--demo", "import-chats", str(export), "--yes",
                "--data-dir", str(chat)]
 
     def logged() -> int:
@@ -252,7 +252,7 @@ def test_done_when_the_demo_model_finds_an_imported_conversation_through_zoom(tm
 def test_ctrl_c_keeps_what_is_logged_and_the_same_command_then_finishes(tmp_path, capsys, monkeypatch):
     """Reusing `import`'s machinery: the first Ctrl-C commits the messages in hand and stops
     with status 130; the rerun logs the rest, each once."""
-    from everchat.frontends import commands_import_chats
+    from everchat.frontends.cli.main import import_chats as commands_import_chats
 
     chat = tmp_path / "chat"
     export = tmp_path / "conversations.json"
@@ -278,7 +278,7 @@ def test_ctrl_c_keeps_what_is_logged_and_the_same_command_then_finishes(tmp_path
 
 
 def test_the_progress_bar_says_how_long_the_rest_should_take():
-    from everchat.frontends.progress import Progress
+    from everchat.frontends.cli.progress import Progress
 
     now = [100.0]
     stream = io.StringIO()
@@ -303,7 +303,7 @@ def test_r5_import_chats_attaches_to_a_running_serve_and_logs_through_it(tmp_pat
     """One chat, one server: the import logs through the server's log writer (the lock
     stays the server's) and its pool summarizes as it goes."""
     chat = tmp_path / "chat"
-    cli = [sys.executable, "-m", "everchat.frontends.cli", "--data-dir", str(chat)]
+    cli = [sys.executable, "-m", "everchat.frontends.cli.main", "--data-dir", str(chat)]
     server = subprocess.Popen([*cli, "--demo", "serve", "--workers", "1"], stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     try:

@@ -17,7 +17,7 @@ import pytest
 from cli_world import clean_home
 from everchat.actors.upkeep.importing import read_path
 from everchat.actors.folder import MAX_TEXT_BYTES, ChatStore
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 from test_import_chats import ferns_export, records
 
 DATA = Path(__file__).parent / "data" / "import_chats"

@@ -97,7 +97,7 @@ def naive_session() -> bytes:
 def import_in_tz(tmp_path: Path, tz: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
     env.update(TZ=tz, EVERCHAT_HOME=str(tmp_path / "home"), HOME=str(tmp_path / "user"))
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "import-chats", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "import-chats", *args], env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -30,7 +30,7 @@ def test_p8_a_killed_note_leaves_all_of_it_or_nothing(env, tmp_path, attempt):  
     chat = tmp_path / "chat"
     assert everchat(env, "note", "first", "--data-dir", str(chat)).returncode == 0
     start = _log_size(chat)
-    writer = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "note", "-", "--data-dir", str(chat)],
+    writer = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "note", "-", "--data-dir", str(chat)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     writer.stdin.write(NOTE.encode())
     writer.stdin.close()

@@ -22,8 +22,8 @@ def test_every_package_folder_is_listed_in_pyproject():
 
 def test_the_console_script_runs_the_cli():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert config["project"]["scripts"]["everchat"] == "everchat.frontends.cli:main"
-    from everchat.frontends.cli import main
+    assert config["project"]["scripts"]["everchat"] == "everchat.frontends.cli.main:main"
+    from everchat.frontends.cli.main import main
 
     assert callable(main)
 

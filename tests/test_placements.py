@@ -133,7 +133,7 @@ def test_a_compactor_joins_over_tcp_from_another_host_and_the_folder_is_the_same
     def join_when_listening() -> None:
         info = _wait_for_file(chat / "run" / "supervisor.json")
         joiner.append(subprocess.Popen(
-            [sys.executable, "-m", "everchat.frontends.cli", "actor", "compactor.1",
+            [sys.executable, "-m", "everchat.frontends.cli.main", "actor", "compactor.1",
              "--join", info["endpoint"], "--keys", str(elsewhere / "config"), "--data-dir", str(elsewhere / "none"),
              "--summarizer", "scripted"],
             stdin=subprocess.DEVNULL,

@@ -115,7 +115,7 @@ def test_p16_kill_9_of_ask_processes_right_after_its_input_is_logged_leaves_no_o
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("EVERCHAT_", "ANTHROPIC_", "OPENAI_"))}
     env = dict(keep, EVERCHAT_HOME=str(tmp_path / "home"), ANTHROPIC_API_KEY="sk-test-p16")
     port = silent_model.getsockname()[1]
-    ask = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--processes", "--data-dir", str(chat),
+    ask = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "--processes", "--data-dir", str(chat),
                             "--reply-provider", "anthropic", "--reply-model", "p16-model",
                             "--reply-base-url", f"http://127.0.0.1:{port}",
                             "--compaction-provider", "demo", "--compaction-jobs", "2",

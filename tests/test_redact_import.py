@@ -18,7 +18,7 @@ import pytest
 from cli_world import clean_home
 
 from everchat.actors.folder import ChatStore
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 
 TITLE_KEY = "sk-" + "proj-" + "Zr3T8yQw1Lk5Nv2Bx7Mc9Pd4Hf6Gj0Sa"
 CONVERSATION_TOKEN = "ghp_" + "1aB2cD3eF4gH5iJ6kL7mN8oP9qR0sT1uV2wX3"

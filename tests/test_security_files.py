@@ -28,7 +28,7 @@ def _modes(root):
 
 
 def _with_umask(env, mask, *args):
-    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *args], env=env, capture_output=True,
                           text=True, timeout=120, preexec_fn=lambda: os.umask(mask))
 
 

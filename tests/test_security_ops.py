@@ -18,7 +18,7 @@ from everchat.actors.tree import Budget
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import KeyStore, Node, PeerLost, schema
 
-EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
+EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli.main"]
 
 
 def folder_state(chat: Path) -> dict:

@@ -24,7 +24,7 @@ from everchat.actors.folder import ChatLocked, ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
 from everchat.transport import schema
 
-EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
+EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli.main"]
 HOST = socket.gethostname()
 TAIL = "; close that chat first (read-only commands such as `view` and `status` work meanwhile)"
 

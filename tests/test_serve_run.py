@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cli_world import env, everchat  # noqa: F401 (env is a fixture)
 
-EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli"]
+EVERCHAT = [sys.executable, "-m", "everchat.frontends.cli.main"]
 
 
 def serve(env: dict, chat: Path, *flags: str) -> subprocess.Popen:

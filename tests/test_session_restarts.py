@@ -25,7 +25,7 @@ import pytest
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
 from everchat.actors.folder import ChatStore, split_text
 from everchat.actors.supervisor.actor import Supervisor
-from everchat.frontends.commands_import import parts_of
+from everchat.frontends.cli.import_file import parts_of
 from everchat.frontends.ops import NoSupervisor, fetch_rows
 from everchat.transport import Node, TransportError, schema
 
@@ -56,7 +56,7 @@ class Command:
     def __init__(self, env: dict, folder: Path, *args: str) -> None:
         self.out_path, self.err_path = folder / "out.txt", folder / "err.txt"
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", *args], env=env,
+            self.process = subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", *args], env=env,
                                             stdin=subprocess.DEVNULL, stdout=out, stderr=err)
 
     def running(self) -> bool:
@@ -382,7 +382,7 @@ def test_p4_an_import_whose_planner_the_supervisor_gives_up_on_fails_in_one_line
     import threading
 
     from everchat.actors.supervisor.actor import actor as supervisor_module
-    from everchat.frontends.cli import main
+    from everchat.frontends.cli.main import main
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -129,7 +129,7 @@ class _Tty:
 
 
 def test_r5_a_chat_open_elsewhere_is_one_line_on_stderr_and_status_1(tmp_path, capsys):
-    from everchat.frontends.terminal import run
+    from everchat.frontends.terminal.app import run
 
     settings = demo_settings(tmp_path)
     # A one-shot command's chat (not attachable); a server's is attached to (tests/test_attach.py).
@@ -141,7 +141,7 @@ def test_r5_a_chat_open_elsewhere_is_one_line_on_stderr_and_status_1(tmp_path, c
 
 
 def test_without_a_terminal_the_chat_says_what_works_instead(tmp_path, capsys):
-    from everchat.frontends.terminal import run
+    from everchat.frontends.terminal.app import run
 
     assert run(demo_settings(tmp_path), stdin=io.StringIO()) == 2
     assert "everchat ask MESSAGE" in capsys.readouterr().err

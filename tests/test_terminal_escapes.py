@@ -30,7 +30,7 @@ def no_controls(data: bytes) -> None:
 
 
 def test_p20_printable_keeps_newlines_and_tabs_and_shows_every_other_control():
-    from everchat.frontends.safe_text import printable
+    from everchat.frontends.cli.safe_text import printable
 
     assert printable(NASTY) == SHOWN
     assert printable("a\tb\nc\r\nd") == "a\tb\nc\nd"  # a Windows line end is a plain newline
@@ -42,11 +42,11 @@ def test_p20_zoom_view_and_date_print_a_note_s_escape_sequences_as_symbols(env, 
     chat = tmp_path / "chat"
     assert everchat(env, "note", NASTY, "--data-dir", str(chat)).returncode == 0
     for command in (["zoom", "0"], ["view"], ["date", "0"], ["zoom", "0+1"]):
-        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", *command, "--data-dir", str(chat)],
+        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", *command, "--data-dir", str(chat)],
                               env=env, capture_output=True, timeout=60)
         assert done.returncode == 0, done.stderr
         no_controls(done.stdout)
-    zoom = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "zoom", "0", "--data-dir", str(chat)],
+    zoom = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "zoom", "0", "--data-dir", str(chat)],
                           env=env, capture_output=True, timeout=60)
     assert zoom.stdout.decode() == f"note: {SHOWN}\n"
 
@@ -58,7 +58,7 @@ def test_p20_ask_prints_a_reply_and_tool_lines_without_their_escape_sequences(en
         server.script(Reply(ToolCall("zoom", {"id": TITLE})), Reply(Text(f"Here {NASTY} end.")))
         run_env = dict(env, ANTHROPIC_API_KEY="test-key", EVERCHAT_REPLY_PROVIDER="anthropic",
                        EVERCHAT_REPLY_BASE_URL=server.base_url, EVERCHAT_COMPACTION_PROVIDER="demo")
-        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "ask", "hi", "--data-dir", str(chat)],
+        done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "ask", "hi", "--data-dir", str(chat)],
                               env=run_env, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr
     no_controls(done.stdout)
@@ -101,7 +101,7 @@ def test_p20_the_terminal_chat_shows_escape_sequences_as_symbols():
 def test_p20_every_everchat_line_on_stderr_is_neutralised_too(env, tmp_path):
     """An error whose words come from outside (here: a file name) cannot drive the terminal."""
     bad = tmp_path / f"x{TITLE}.png"
-    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli", "--demo", "ask", "hi", "--image", str(bad),
+    done = subprocess.run([sys.executable, "-m", "everchat.frontends.cli.main", "--demo", "ask", "hi", "--image", str(bad),
                            "--data-dir", str(tmp_path / "chat")], env=env, capture_output=True, timeout=60)
     assert done.returncode == 2
     no_controls(done.stderr)
@@ -115,7 +115,7 @@ def test_p9_a_log_record_while_the_terminal_chat_runs_is_a_line_of_its_transcrip
     the details file."""
     import logging
 
-    from everchat.frontends.edge import person_logging
+    from everchat.frontends.cli.edge import person_logging
 
     monkeypatch.setenv("EVERCHAT_HOME", str(tmp_path / "home"))
     with person_logging("everchat chat"), running(ScriptedSession()) as chat:

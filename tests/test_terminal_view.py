@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from everchat.frontends.chat_view import Transcript, plain, short_size, status_lines, status_text, tool_line
-from everchat.frontends.slash import COMMANDS, Command, CommandCompleter, Send, UsageError, help_lines, parse
+from everchat.frontends.terminal.transcript import Transcript, plain, short_size, status_lines, status_text, tool_line
+from everchat.frontends.terminal.slash import COMMANDS, Command, CommandCompleter, Send, UsageError, help_lines, parse
 from everchat.transport import schema
 
 

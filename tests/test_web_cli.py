@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def start(env: dict, *args: str) -> subprocess.Popen:
     quiet = {k: v for k, v in env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    return subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli", "--demo", *args], env=quiet,
+    return subprocess.Popen([sys.executable, "-m", "everchat.frontends.cli.main", "--demo", *args], env=quiet,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from everchat.actors.settings import load
-from everchat.frontends import edge
-from everchat.frontends.edge import DETAILS_BYTES, PersonHandler, person_logging, write_details
+from everchat.frontends.cli.main import edge
+from everchat.frontends.cli.edge import DETAILS_BYTES, PersonHandler, person_logging, write_details
 from everchat.frontends.web.chat import WebChat
 
 from web_world import run, served
@@ -50,7 +50,7 @@ def test_p3_processes_writing_errors_log_at_once_rotate_it_without_tearing_an_en
     home = tmp_path / "home"
     script = textwrap.dedent("""
         import sys
-        from everchat.frontends import edge
+        from everchat.frontends.cli.main import edge
         edge.DETAILS_BYTES = 40_000
         for n in range(400):
             try:

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from everchat.actors.settings import load
-from everchat.frontends.edge import person_logging
+from everchat.frontends.cli.edge import person_logging
 from everchat.frontends.web import events
 
 from web_world import run, served

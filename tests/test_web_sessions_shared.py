@@ -26,7 +26,7 @@ class Server:
     def __init__(self, env: dict, chat, *more: str) -> None:
         quiet = {k: v for k, v in env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "everchat.frontends.cli", "--demo", "--data-dir", str(chat), "web", "--no-browser",
+            [sys.executable, "-m", "everchat.frontends.cli.main", "--demo", "--data-dir", str(chat), "web", "--no-browser",
              "--port", "0", *more], env=quiet, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: lines.put(self.process.stdout.readline()), daemon=True).start()

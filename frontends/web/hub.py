@@ -21,7 +21,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-from everchat.frontends.chat_view import after_turn_line, goal_line
+from everchat.frontends.terminal.transcript import after_turn_line, goal_line
 from everchat.transport import schema
 
 __all__ = ["EventRing", "Hub", "RING_SIZE", "RING_BYTES", "STATUS_SECONDS", "translate"]

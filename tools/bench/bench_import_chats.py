@@ -82,7 +82,7 @@ def _child(argv: list[str]) -> tuple[float, int]:
 
 def measure(export: Path, chat: Path, repeat: int) -> tuple[float, int]:
     """Median wall time and peak RSS of `import-chats --dry-run export` into `chat`."""
-    argv = [sys.executable, "-m", "everchat.frontends.cli", "import-chats", str(export), "--dry-run",
+    argv = [sys.executable, "-m", "everchat.frontends.cli.main", "import-chats", str(export), "--dry-run",
             "--data-dir", str(chat)]
     runs = [_child(argv) for _ in range(repeat)]
     return statistics.median(t for t, _ in runs), int(statistics.median(r for _, r in runs))

@@ -49,7 +49,7 @@ def timed(cls, *args, **kwargs):
     sys.stderr.write("%s%.6f\\n" % (MARK, time.perf_counter() - start))
     return result
 session.ChatSession.open = classmethod(timed)
-from everchat.frontends.cli import main
+from everchat.frontends.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -6,7 +6,7 @@ Each format is one module with one pure function from a file's parsed items to
 once, `_stream.py`; ZIPs read in place, sizes limited; what cannot be read skipped and
 said) and `plan` turns conversations into the messages to log (kinds, prefixes, dates,
 keys, redaction). The command that asks and logs is
-`frontends/commands_import_chats.py`.
+`frontends/cli/import_chats.py`.
 """
 
 from ._chatgpt import parse_chatgpt

@@ -1,6 +1,6 @@
 """`everchat connect 'URL#TOKEN'`: the terminal chat on a chat that `everchat web` serves.
 
-No chat folder and no keys here: `RemoteSession` (frontends/web/remote.py) trades the
+No chat folder and no keys here: `RemoteSession` (frontends/connect/remote.py) trades the
 link's token for a session and carries every call over the server's HTTP API and live
 events (docs/WEB.md). A link that is no link is bad usage (exit 2, nothing sent); a
 server that cannot be reached or a refused token is one line and exit 1.
@@ -13,14 +13,14 @@ import getpass
 import os
 import sys
 
-from everchat.frontends.commands import CommandError, UsageError
+from everchat.frontends.cli.commands import CommandError, UsageError
 
 __all__ = ["run_connect"]
 
 
 def run_connect(args: argparse.Namespace) -> int:
-    from everchat.frontends.terminal import run
-    from everchat.frontends.web.remote import ConnectError, LinkError, RemoteSession, parse_link
+    from everchat.frontends.terminal.app import run
+    from everchat.frontends.connect.remote import ConnectError, LinkError, RemoteSession, parse_link
 
     try:
         link = parse_link(_link_text(args.link))

@@ -12,8 +12,8 @@ import os
 import re
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, open_reader, parse_id
-from everchat.frontends.safe_text import printable
+from everchat.frontends.cli.commands import EXIT_OK, CommandError, UsageError, open_reader, parse_id
+from everchat.frontends.cli.safe_text import printable
 
 __all__ = ["run", "parse_zoom", "folder_status", "live_status"]
 

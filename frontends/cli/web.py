@@ -19,7 +19,7 @@ import sys
 import threading
 
 from everchat.actors.supervisor.process import SignalStop
-from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, load_settings
+from everchat.frontends.cli.commands import EXIT_OK, CommandError, UsageError, load_settings
 
 __all__ = ["add_web_arguments", "run", "open_web_session", "check_web_flags", "every_interface"]
 
@@ -68,7 +68,7 @@ def open_web_session(args: argparse.Namespace, settings):
     (`start_session`, issue 10); any failure one line (CommandError). The web's own chat
     is attachable: `ask`, `note` … attach to it while it runs."""
     from everchat.actors.supervisor.actor import Placement
-    from everchat.frontends.commands_turn import start_session
+    from everchat.frontends.cli.ask import start_session
 
     workers = getattr(args, "workers", None) or settings.compaction_jobs
     mode = "processes" if getattr(args, "processes", False) else "single"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from everchat.frontends.commands import EXIT_OK, CommandError, UsageError, check_text, open_writer, os_error_words
+from everchat.frontends.cli.commands import EXIT_OK, CommandError, UsageError, check_text, open_writer, os_error_words
 
 __all__ = ["note", "repair", "describe_ids"]
 
@@ -65,8 +65,8 @@ def _noted_by_server(args: argparse.Namespace, text: str) -> bool:
     import uuid
 
     from everchat.actors.session.attached import server_info
-    from everchat.frontends.commands import load_settings
-    from everchat.frontends.commands_turn import attach_if_served
+    from everchat.frontends.cli.commands import load_settings
+    from everchat.frontends.cli.ask import attach_if_served
     from everchat.transport import TransportError, schema
 
     if server_info(args.data_dir) is None:
@@ -90,7 +90,7 @@ def repair(args: argparse.Namespace) -> int:
     """Prints each thing it did; damage of the log itself is the one line of a failure."""
     from everchat.actors.upkeep.repair import repair_chat
     from everchat.actors.folder import NotAChat, StoreError
-    from everchat.frontends.commands import _store_error
+    from everchat.frontends.cli.commands import _store_error
 
     if not (args.data_dir / "chat.json").exists() and not (args.data_dir / "main").is_dir():
         raise _store_error(NotAChat(str(args.data_dir)), args.data_dir)

@@ -16,9 +16,9 @@ import os
 import socket
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_OK, CommandError
-from everchat.frontends.edge import say
-from everchat.frontends.safe_text import printable
+from everchat.frontends.cli.commands import EXIT_OK, CommandError
+from everchat.frontends.cli.edge import say
+from everchat.frontends.cli.safe_text import printable
 
 __all__ = ["run_agents", "folder_agents", "live_agents"]
 

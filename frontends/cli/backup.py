@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from everchat.frontends.commands import EXIT_OK, CommandError, os_error_words
-from everchat.frontends.edge import say
+from everchat.frontends.cli.commands import EXIT_OK, CommandError, os_error_words
+from everchat.frontends.cli.edge import say
 
 __all__ = ["add_arguments", "run_backup", "run_restore"]
 

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_OK, UsageError
-from everchat.frontends.safe_text import printable
+from everchat.frontends.cli.commands import EXIT_OK, UsageError
+from everchat.frontends.cli.safe_text import printable
 
 __all__ = ["run_import_chats", "add_arguments", "Estimate", "estimate", "parse_since"]
 
@@ -266,7 +266,7 @@ def _confirmed(what: str) -> bool:
 def run_import_chats(args: argparse.Namespace) -> int:
     from everchat.actors.session.attached import server_info
     from everchat.actors.upkeep.importing import default_paths
-    from everchat.frontends.commands_import import Count, import_log_only, import_summarized
+    from everchat.frontends.cli.import_file import Count, import_log_only, import_summarized
 
     args.since_moment = parse_since(args.since)
     paths = list(args.paths) or default_paths()

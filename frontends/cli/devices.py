@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_OK, CommandError, UsageError
+from everchat.frontends.cli.commands import EXIT_OK, CommandError, UsageError
 
 __all__ = ["add_device_arguments", "run_device_command", "run_devices", "everchat_home"]
 

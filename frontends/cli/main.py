@@ -14,8 +14,8 @@ login instead of an API key (issue 13).
 (no chat here, the chat is locked, a model failed), 2 wrong arguments (nothing changed),
 130 interrupted. Errors are one line on stderr, `everchat: …`; warnings read
 `everchat: warning: …`. An error nobody foresaw is `everchat: internal error: …`, its
-traceback appended to `logs/errors.log` in Everchat's home (frontends/edge.py). Stored
-text is printed with its control characters made visible (frontends/safe_text.py).
+traceback appended to `logs/errors.log` in Everchat's home (frontends/cli/edge.py). Stored
+text is printed with its control characters made visible (frontends/cli/safe_text.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import os
 import sys
 from pathlib import Path
 
-from everchat.frontends.commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
-from everchat.frontends.edge import person_logging, say, write_details
+from everchat.frontends.cli.commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, UsageError
+from everchat.frontends.cli.edge import person_logging, say, write_details
 
 __all__ = ["main", "default_data_dir"]
 
@@ -125,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="log the notes without the model (fast, offline); their summaries are built when the "
                           "chat next runs or by `everchat compact`, and a big import summarized later leaves "
                           "the view over its budget until the next messages fit it")
-    from everchat.frontends.commands_import_chats import add_arguments as add_import_chats_arguments
+    from everchat.frontends.cli.import_chats import add_arguments as add_import_chats_arguments
 
     add_import_chats_arguments(command("import-chats"))
     command("view")
@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     compact = command("compact")
     compact.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     command("repair")
-    from everchat.frontends.commands_backup import add_arguments as add_backup_arguments
+    from everchat.frontends.cli.backup import add_arguments as add_backup_arguments
 
     add_backup_arguments(command("backup"), command("restore"))
     command("setup")
@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--remote", action="append", default=[], metavar="NAME",
                        help="an actor that joins from another host instead of being started here")
     serve.add_argument("--web", action="store_true", help="serve the chat to a browser too, as `everchat web`")
-    from everchat.frontends.commands_web import add_web_arguments
+    from everchat.frontends.cli.web import add_web_arguments
 
     add_web_arguments(serve)
     web = command("web")
@@ -181,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     ops = command("ops")
     ops.add_argument("--once", action="store_true")
     ops.add_argument("--json", action="store_true")
-    from everchat.frontends.commands_devices import add_device_arguments
+    from everchat.frontends.cli.devices import add_device_arguments
 
     add_device_arguments(command("device"), command("devices"))
     connect = commands.add_parser("connect", help="the terminal chat on a chat `everchat web` serves (docs/WEB.md)",
@@ -232,53 +232,53 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command or "chat"
     if command in ("view", "zoom", "date", "status", "check"):
-        from everchat.frontends import commands_read
+        from everchat.frontends.cli.main import read as commands_read
 
         return commands_read.run(command, args)
     if command == "agents":
-        from everchat.frontends.commands_agents import run_agents
+        from everchat.frontends.cli.agents import run_agents
 
         return run_agents(args)
     if command == "note":
-        from everchat.frontends.commands_write import note
+        from everchat.frontends.cli.note import note
 
         return note(args)
     if command == "repair":
-        from everchat.frontends.commands_write import repair
+        from everchat.frontends.cli.note import repair
 
         return repair(args)
     if command in ("backup", "restore"):
-        from everchat.frontends import commands_backup
+        from everchat.frontends.cli.main import backup as commands_backup
 
         return commands_backup.run_backup(args) if command == "backup" else commands_backup.run_restore(args)
     if command == "import":
-        from everchat.frontends.commands_import import run_import
+        from everchat.frontends.cli.import_file import run_import
 
         return run_import(args)
     if command == "import-chats":
-        from everchat.frontends.commands_import_chats import run_import_chats
+        from everchat.frontends.cli.import_chats import run_import_chats
 
         return run_import_chats(args)
     if command == "setup":
-        from everchat.frontends.commands_setup import run_setup
+        from everchat.frontends.cli.setup import run_setup
 
         return run_setup(args)
     if command in ("ask", "compact"):
-        from everchat.frontends import commands_turn
+        from everchat.frontends.cli.main import ask as commands_turn
 
         return commands_turn.run(command, args)
     if command == "connect":
-        from everchat.frontends.commands_connect import run_connect
+        from everchat.frontends.cli.connect import run_connect
 
         return run_connect(args)
     if command in ("device", "devices"):
-        from everchat.frontends import commands_devices
+        from everchat.frontends.cli.main import devices as commands_devices
 
         return commands_devices.run_devices(args) if command == "devices" else commands_devices.run_device_command(args)
     if command == "chat":
         return _terminal(args)
     if command == "web" or (command == "serve" and args.web):
-        from everchat.frontends import commands_web
+        from everchat.frontends.cli.main import web as commands_web
 
         return commands_web.run(args)
     return _host_actors(args)
@@ -315,7 +315,7 @@ def _host_actors(args: argparse.Namespace) -> int:
     address of another host, a key the chat refused, actors that did not start."""
     import zmq
 
-    from everchat.frontends.commands import os_error_words
+    from everchat.frontends.cli.commands import os_error_words
     from everchat.transport import PeerLost, TransportError
 
     if args.command == "serve":
@@ -362,19 +362,19 @@ def _join_failed(args: argparse.Namespace, error: Exception, refused: bool) -> s
 def _terminal(args: argparse.Namespace) -> int:
     """`everchat` / `everchat chat`: engineer E's prompt_toolkit front end."""
     from everchat.actors.session.attached import server_info
-    from everchat.frontends.commands import check_compaction_model, load_settings
+    from everchat.frontends.cli.commands import check_compaction_model, load_settings
 
     settings = load_settings(args)
     if server_info(settings.chat_dir) is None:  # a running server summarizes with its own models (issue 10)
         check_compaction_model(settings)
     try:
-        from everchat.frontends.terminal import run
+        from everchat.frontends.terminal.app import run
     except ImportError as error:
-        if error.name != "everchat.frontends.terminal":
+        if error.name != "everchat.frontends.terminal.app":
             raise
         raise CommandError("the terminal chat is not installed in this build; "
                            "use `everchat ask MESSAGE`") from None
-    from everchat.frontends.commands import placement_of
+    from everchat.frontends.cli.commands import placement_of
 
     return run(settings, placement=placement_of(args, settings))
 
@@ -410,7 +410,7 @@ def _run_actors(args, data_dir: Path) -> int:
 
     if args.workers is not None and not 1 <= args.workers <= 8:
         raise UsageError(f"--workers is 1 to 8 (R31), not {args.workers}")
-    from everchat.frontends.commands import check_compaction_model, load_settings
+    from everchat.frontends.cli.commands import check_compaction_model, load_settings
 
     settings = load_settings(args)
     try:

@@ -25,11 +25,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from everchat.frontends.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
+from everchat.frontends.cli.commands import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError,
                                          check_compaction_model, check_text, load_settings, open_reader,
                                          open_regular, os_error_words)
-from everchat.frontends.edge import first_time, hold_log_lines, say
-from everchat.frontends.safe_text import printable
+from everchat.frontends.cli.edge import first_time, hold_log_lines, say
+from everchat.frontends.cli.safe_text import printable
 
 __all__ = ["run", "check_images", "open_session", "start_session", "attach_if_served", "drain_notices", "probe",
            "why_not_open"]
@@ -135,7 +135,7 @@ def open_session(args: argparse.Namespace) -> Iterator:
     note): settings from the flags, `--processes` honoured, attached to the running chat
     when a server holds it (`start_session`), and any failure one line for the person
     (CommandError). Closing an attached session leaves the chat running."""
-    from everchat.frontends.commands import placement_of
+    from everchat.frontends.cli.commands import placement_of
 
     settings = load_settings(args)
     session = start_session(settings, placement_of(args, settings),
@@ -377,7 +377,7 @@ def ask(args: argparse.Namespace) -> int:
 def _ask_goal(args: argparse.Namespace, out, err) -> int:
     """`ask --goal MESSAGE` (issue 13): MESSAGE becomes the goal; every turn's reply is
     printed, the goal's lines go to stderr, until the goal is met (0), paused or dropped (1)."""
-    from everchat.frontends.chat_view import goal_line
+    from everchat.frontends.terminal.transcript import goal_line
     from everchat.transport import schema
 
     with open_session(args) as session:

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 
 from everchat.actors.folder.log_repeats import Repeats, error_key
-from everchat.frontends.safe_text import printable
+from everchat.frontends.cli.safe_text import printable
 
 __all__ = ["say", "first_time", "person_logging", "hold_log_lines", "Held", "write_details", "write_repeat",
            "details_file", "DETAILS_BYTES", "ENTRY_BYTES"]

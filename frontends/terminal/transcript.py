@@ -20,7 +20,7 @@ from typing import Any
 
 from prompt_toolkit.utils import get_cwidth
 
-from everchat.frontends.safe_text import printable
+from everchat.frontends.cli.safe_text import printable
 
 __all__ = [
     "Line",

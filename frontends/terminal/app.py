@@ -11,7 +11,7 @@ on an empty line or /quit leaves.
 The terminal is a thin shell: `slash` parses the commands, `chat_view` turns the
 turn events into lines; every call on the `ChatSession` runs off the event loop, in
 order of typing, so a slow one never freezes the input. `everchat connect` runs the same
-terminal on a `RemoteSession` (frontends/web/remote.py, `run(session=…)`): a session whose
+terminal on a `RemoteSession` (frontends/connect/remote.py, `run(session=…)`): a session whose
 `next_event` raises is over (revoked), and the chat closes with its words.
 """
 
@@ -36,9 +36,9 @@ from prompt_toolkit.layout.menus import CompletionsMenu
 from prompt_toolkit.layout.processors import BeforeInput
 from prompt_toolkit.styles import Style
 
-from everchat.frontends.chat_view import Transcript, plain, status_lines, status_text
-from everchat.frontends.edge import hold_log_lines, say
-from everchat.frontends.slash import Command, CommandCompleter, Send, UsageError, agent_line, help_lines, parse
+from everchat.frontends.terminal.transcript import Transcript, plain, status_lines, status_text
+from everchat.frontends.cli.edge import hold_log_lines, say
+from everchat.frontends.terminal.slash import Command, CommandCompleter, Send, UsageError, agent_line, help_lines, parse
 from everchat.transport import AskTimeout, RemoteError
 
 __all__ = ["Terminal", "run"]
@@ -614,7 +614,7 @@ def run(settings=None, *, stdin=None, placement=None, session=None, title: str |
             say(f"everchat: closing the chat: {_words(error)}")
         else:
             if own:  # issue 13: the after-turn commands the close waited for, after the screen is gone
-                from everchat.frontends.commands_turn import drain_notices
+                from everchat.frontends.cli.ask import drain_notices
 
                 drain_notices(session, sys.stderr)
 
@@ -622,8 +622,8 @@ def run(settings=None, *, stdin=None, placement=None, session=None, title: str |
 def _open(settings, placement):
     """The chat's session: its own actors started, or attached to the server that runs it
     (issue 10); None (after one line) when it cannot open."""
-    from everchat.frontends.commands import CommandError
-    from everchat.frontends.commands_turn import start_session
+    from everchat.frontends.cli.commands import CommandError
+    from everchat.frontends.cli.ask import start_session
 
     try:
         # P10: a damaged folder is named before any actor starts. Issue 10: while another

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Callable
 
-from everchat.frontends.commands import EXIT_FAILED, EXIT_OK, CommandError, load_settings
+from everchat.frontends.cli.commands import EXIT_FAILED, EXIT_OK, CommandError, load_settings
 
 __all__ = ["run_setup", "check_model", "ask"]
 

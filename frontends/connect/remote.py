@@ -44,7 +44,7 @@ from typing import Any
 import aiohttp
 
 from everchat.actors.planner.planning import ZoomError
-from everchat.frontends.web._remote_wire import (Link, LinkError, UserMessage, event_of, one_line, parse_link,
+from everchat.frontends.connect.wire import (Link, LinkError, UserMessage, event_of, one_line, parse_link,
                                                  same_lines)
 from everchat.transport import schema
 

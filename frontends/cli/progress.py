@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from everchat.frontends.safe_text import printable
+from everchat.frontends.cli.safe_text import printable
 
 __all__ = ["Progress", "human_bytes"]
 

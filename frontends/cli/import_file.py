@@ -51,9 +51,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from everchat.frontends.commands import (EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, open_regular,
+from everchat.frontends.cli.commands import (EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, open_regular,
                                         open_writer)
-from everchat.frontends.progress import Progress
+from everchat.frontends.cli.progress import Progress
 
 __all__ = ["run_import", "import_summarized", "import_log_only", "Count", "ctrl_c_noted", "identify", "parts_of", "import_key",
            "BATCH_BYTES", "BATCH_PARTS", "BACKLOG"]
@@ -346,7 +346,7 @@ def import_summarized(args: argparse.Namespace, label: str, size: int,
     for one logged before). Every
     message carries a key, so a repeat after a lost log writer logs it once (P4)."""
     from everchat.actors.folder import ChatStore
-    from everchat.frontends.commands_turn import drain_notices, open_session
+    from everchat.frontends.cli.ask import drain_notices, open_session
     from everchat.transport import schema
 
     noun = count.noun
