@@ -219,7 +219,7 @@ def test_a_joiner_that_reaches_no_supervisor_says_so_once_its_wait_is_over(tmp_p
     Register's), then PeerLost naming the address."""
     import socket
 
-    from everchat.actors.supervisor.actor import process as actor_process
+    from everchat.actors.supervisor import process as actor_process
 
     monkeypatch.setattr(actor_process, "_REGISTER_SECONDS", 0.5)
     with socket.socket() as probe:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from everchat.actors.supervisor.actor import actor as supervisor_module
+from everchat.actors.supervisor import actor as supervisor_module
 from everchat.actors.settings import load
 from everchat.actors.session.session import ChatSession
 from everchat.actors.folder import ChatLocked

@@ -285,9 +285,9 @@ def test_the_supervisor_waits_for_the_turn_runner_as_long_as_its_commands_may_ta
     the supervisor's wait before it kills the process covers that."""
     import inspect
 
-    from everchat.actors.supervisor.actor import actor as supervisor
+    from everchat.actors.supervisor import actor as supervisor
 
-    from everchat.actors.turns.turn import after_turn
+    from everchat.actors.turns import after_turn
 
     assert after_turn.STOP_SECONDS >= 5.0 + after_turn.CLOSE_START_SECONDS + LIMIT
     # the wait the stop gives each actor, in both placements (Supervisor.stop, _stop_hosted)
@@ -300,7 +300,7 @@ def test_the_last_turns_command_of_ask_runs_before_ask_ends(monkeypatch, tmp_pat
     still running when ask closes the chat, the second's queued behind it; both run, in
     order, before ask returns (single placement: the supervisor stops the turn runner
     first and waits for it), and the failure of the last is said on stderr."""
-    from everchat.actors.turns.turn import after_turn
+    from everchat.actors.turns import after_turn
     from everchat.frontends.cli.main import main
     from test_goals_run import Script
 

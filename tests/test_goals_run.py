@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from everchat.actors.turns.turn import goals
+from everchat.actors.turns import goals
 from everchat.actors.session.session import ChatSession
 from everchat.actors.turns.actor import TurnRunnerActor
 from everchat.tools.fakemodel import Gate, Reply, Text
@@ -211,7 +211,7 @@ def test_the_turn_runner_pauses_a_goal_after_30_turns_in_a_row(tmp_path):
 
 
 def test_a_goal_pauses_at_its_turn_limit_in_the_actor(monkeypatch, tmp_path, fake):
-    from everchat.actors.supervisor.actor import actor as supervisor
+    from everchat.actors.supervisor import actor as supervisor
 
     settings = configure(monkeypatch, tmp_path, fake, "anthropic")
     fake.rule(Script([], []))  # every check: not met

@@ -218,7 +218,7 @@ def test_a_missing_file_is_a_usage_error(tmp_path, capsys):
 
 @WAYS
 def test_ctrl_c_stops_an_import_that_the_same_command_then_finishes(tmp_path, capsys, monkeypatch, way):
-    from everchat.frontends.cli.main import import_file as commands_import
+    from everchat.frontends.cli import import_file as commands_import
 
     chat, source = tmp_path / "chat", tmp_path / "a.txt"
     text = text_file(source, 2 * BATCH_BYTES, long_lines=long_lines(way))
@@ -247,7 +247,7 @@ def test_ctrl_c_is_never_taken_inside_a_commit_the_parts_in_hand_are_committed_f
     """A real SIGINT lands after part 100 (past the first group commit of 64 parts, or
     the sixth batch of 16 summarized): the import commits the parts in hand up to part
     101 before it stops, and says how many notes it logged."""
-    from everchat.frontends.cli.main import import_file as commands_import
+    from everchat.frontends.cli import import_file as commands_import
 
     chat, source = tmp_path / "chat", tmp_path / "a.txt"
     text = text_file(source, 2 * BATCH_BYTES, long_lines=long_lines(way))
@@ -359,7 +359,7 @@ def test_r30_an_import_goes_on_past_failed_summaries(tmp_path, capsys, monkeypat
     than 16 lines wait, and the planner's backlog would never shrink. The import sees
     it, waits as a turn does (failed calls tried again every 10 s; the third builds the
     line from its input), says each failure, and finishes with every summary built."""
-    from everchat.frontends.cli.main import import_file as commands_import
+    from everchat.frontends.cli import import_file as commands_import
     from everchat.tools.bench.bench_pool import summary_rule
     from everchat.tools.fakemodel import FakeModelServer, ModelNotFound
 

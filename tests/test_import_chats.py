@@ -252,7 +252,7 @@ def test_done_when_the_demo_model_finds_an_imported_conversation_through_zoom(tm
 def test_ctrl_c_keeps_what_is_logged_and_the_same_command_then_finishes(tmp_path, capsys, monkeypatch):
     """Reusing `import`'s machinery: the first Ctrl-C commits the messages in hand and stops
     with status 130; the rerun logs the rest, each once."""
-    from everchat.frontends.cli.main import import_chats as commands_import_chats
+    from everchat.frontends.cli import import_chats as commands_import_chats
 
     chat = tmp_path / "chat"
     export = tmp_path / "conversations.json"

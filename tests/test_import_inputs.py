@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli_world import env, everchat  # noqa: F401  (env is a fixture)
-from everchat.frontends.cli.main import import_file as commands_import
+from everchat.frontends.cli import import_file as commands_import
 from everchat.frontends.cli.commands import UsageError
 
 WAYS = pytest.mark.parametrize("way", [["--demo"], ["--log-only"]], ids=["summarized", "log-only"])

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from everchat.actors.supervisor.actor import parts as supervisor_parts
+from everchat.actors.supervisor import parts as supervisor_parts
 from everchat.actors.tree import Budget
 from everchat.actors.folder import ChatLocked, ChatStore
 from everchat.actors.supervisor.actor import Placement, Supervisor
@@ -97,7 +97,7 @@ def test_p6_a_refused_start_leaves_no_fork_server_running(tmp_path, monkeypatch)
 
 _SELF_FORK = textwrap.dedent("""
     import json, os, sys
-    from everchat.actors.supervisor.actor import parts as supervisor_parts
+    from everchat.actors.supervisor import parts as supervisor_parts
     from everchat.actors.tree import Budget
     from everchat.actors.supervisor.actor import Placement, Supervisor
     from everchat.transport import schema

@@ -356,7 +356,7 @@ def test_p4_an_actor_the_supervisor_gave_up_on_ends_the_request_with_one_clear_e
 
 
 def test_p4_a_timeout_of_an_actor_that_kept_running_is_a_timeout(monkeypatch):
-    from everchat.actors.session.session import session as session_module
+    from everchat.actors.session import session as session_module
     from everchat.transport import AskTimeout
 
     monkeypatch.setattr(session_module, "_GRACE_SECONDS", 0.05)
@@ -381,7 +381,7 @@ def test_p4_an_import_whose_planner_the_supervisor_gives_up_on_fails_in_one_line
     mid-import, the supervisor gives up on it at once, and the import says so in one line."""
     import threading
 
-    from everchat.actors.supervisor.actor import actor as supervisor_module
+    from everchat.actors.supervisor import actor as supervisor_module
     from everchat.frontends.cli.main import main
 
     for key, value in env.items():

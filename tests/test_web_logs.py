@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from everchat.actors.settings import load
-from everchat.frontends.cli.main import edge
+from everchat.frontends.cli import edge
 from everchat.frontends.cli.edge import DETAILS_BYTES, PersonHandler, person_logging, write_details
 from everchat.frontends.web.chat import WebChat
 
@@ -50,7 +50,7 @@ def test_p3_processes_writing_errors_log_at_once_rotate_it_without_tearing_an_en
     home = tmp_path / "home"
     script = textwrap.dedent("""
         import sys
-        from everchat.frontends.cli.main import edge
+        from everchat.frontends.cli import edge
         edge.DETAILS_BYTES = 40_000
         for n in range(400):
             try:
@@ -128,7 +128,7 @@ def test_p3_an_actor_process_log_counts_a_repeated_error_instead_of_writing_it_a
     log.parent.mkdir()
     script = textwrap.dedent("""
         import logging, sys
-        from everchat.actors.supervisor.actor import process
+        from everchat.actors.supervisor import process
         assert process.log_to_file(process.Path(sys.argv[1]), "planner")
         [handler] = logging.getLogger().handlers
         def fail(n):

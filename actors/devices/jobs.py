@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from everchat.actors.devices.keeper import end_keeper
+from everchat.actors.devices.keeper import SCRIPT as _KEEPER, end_keeper
 from everchat.actors.folder import ECHO_KEEP_CHARS, clip_echo
 
 __all__ = [
@@ -354,7 +354,6 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-_KEEPER = Path(__file__).with_name("job_keeper.py")
 _KEEPER_MARGIN = 10.0
 """Seconds past `KILL_GRACE` the keeper has to end the job's tree before we do it from here."""
 

@@ -2,7 +2,7 @@
 every process it started ends, also one that left the job's process group (`setsid`) or
 was orphaned on purpose (a double fork).
 
-    python -I -S job_keeper.py [--end-rest] GRACE /bin/sh -c COMMAND
+    python -I -S keeper.py [--end-rest] GRACE /bin/sh -c COMMAND
 
 `device_jobs._shell` runs each shell job through this small program, and
 `after_turn.run_hook` the after-turn command, with `--end-rest`. It imports only the
@@ -35,6 +35,8 @@ import signal
 import subprocess
 import sys
 import time
+
+SCRIPT = os.path.abspath(__file__)  # run as `python -I -S SCRIPT …`: the callers start it by path
 
 __all__ = ["process_table", "descendants", "alive", "kill_tree", "end_keeper", "main"]
 

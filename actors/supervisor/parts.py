@@ -326,7 +326,7 @@ def _may_fork_self() -> bool:
 
 def _fork_self(env: dict) -> _SelfFork:
     """Fork this process as the fork server (forkserver.run_forked runs in the child)."""
-    from everchat.actors.supervisor.actor import forkserver
+    from everchat.actors.supervisor import forkserver
 
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from everchat.actors.models.credentials import is_credential
-from everchat.actors.devices.keeper import end_keeper
+from everchat.actors.devices.keeper import SCRIPT as _KEEPER, end_keeper
 
 __all__ = ["CLOSE_START_SECONDS", "LIMIT", "STOP_SECONDS", "HookResult", "HookRunner", "hook_env", "run_hook"]
 
@@ -86,7 +86,6 @@ class HookResult:
     detail: str = ""
 
 
-_KEEPER = Path(__file__).with_name("job_keeper.py")
 _GRACE = 0.5  # seconds a killed process has between SIGTERM and SIGKILL
 _KEEPER_MARGIN = 5.0  # seconds past that the keeper has before we kill its tree from here
 

@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command or "chat"
     if command in ("view", "zoom", "date", "status", "check"):
-        from everchat.frontends.cli.main import read as commands_read
+        from everchat.frontends.cli import read as commands_read
 
         return commands_read.run(command, args)
     if command == "agents":
@@ -248,7 +248,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return repair(args)
     if command in ("backup", "restore"):
-        from everchat.frontends.cli.main import backup as commands_backup
+        from everchat.frontends.cli import backup as commands_backup
 
         return commands_backup.run_backup(args) if command == "backup" else commands_backup.run_restore(args)
     if command == "import":
@@ -264,7 +264,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_setup(args)
     if command in ("ask", "compact"):
-        from everchat.frontends.cli.main import ask as commands_turn
+        from everchat.frontends.cli import ask as commands_turn
 
         return commands_turn.run(command, args)
     if command == "connect":
@@ -272,13 +272,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_connect(args)
     if command in ("device", "devices"):
-        from everchat.frontends.cli.main import devices as commands_devices
+        from everchat.frontends.cli import devices as commands_devices
 
         return commands_devices.run_devices(args) if command == "devices" else commands_devices.run_device_command(args)
     if command == "chat":
         return _terminal(args)
     if command == "web" or (command == "serve" and args.web):
-        from everchat.frontends.cli.main import web as commands_web
+        from everchat.frontends.cli import web as commands_web
 
         return commands_web.run(args)
     return _host_actors(args)

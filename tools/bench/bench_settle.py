@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from everchat.actors.planner.actor import actor as planner_module
+from everchat.actors.planner import actor as planner_module
 from everchat.actors.settings import load
 from everchat.actors.session.session import ChatSession
 from everchat.actors.supervisor.actor import Placement

@@ -41,7 +41,7 @@ _MARK = "bench_start open_s="
 # the real one, only a clock is wrapped around the call every front end makes.
 _TIMED_CLI = """
 import sys, time
-from everchat.actors.session.session import session
+from everchat.actors.session import session
 opened = session.ChatSession.open.__func__
 def timed(cls, *args, **kwargs):
     start = time.perf_counter()
