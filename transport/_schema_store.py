@@ -371,6 +371,13 @@ class RecordUsage(Message):
     calls: int
     failures: int
 
+    @classmethod
+    def of(cls, role: str, usage=None, failures: int = 0) -> "RecordUsage":
+        """The tell for one answered call's `models.Usage`, or for `failures` failed calls."""
+        if usage is None:
+            return cls(role, 0, 0, 0, 0, 0, failures)
+        return cls(role, usage.input, usage.output, usage.cache_read, usage.cache_write, 1, failures)
+
     def to_wire(self) -> list:
         return [self.role, self.input, self.output, self.cache_read, self.cache_write, self.calls, self.failures]
 

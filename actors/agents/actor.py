@@ -51,7 +51,7 @@ from everchat.actors.models import (ImageBlock, Message, ModelError, Request, Te
                                     ToolUseBlock)
 from everchat.actors.prompt import chat_prompt, turn_text, view_blocks
 from everchat.actors.turns.turn import Input, TurnRunner, view_lines
-from everchat.actors.folder.usage import metered, report
+from everchat.actors.folder.usage import metered
 from everchat.transport import (Actor, ActorStopped, AskTimeout, PeerLost, Refused, RemoteError, TransportError,
                                 schema)
 
@@ -859,7 +859,7 @@ class _AgentIO:
 
     def _record_usage(self, usage) -> None:
         try:
-            self.node.tell(self.actor.log_writer, report("turns", usage))
+            self.node.tell(self.actor.log_writer, schema.RecordUsage.of("turns", usage))
         except TransportError as error:  # figures only: the run goes on
             log.warning("%s: usage not recorded: %s", self.actor, error)
 

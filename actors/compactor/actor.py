@@ -27,7 +27,7 @@ from collections.abc import Callable
 from everchat.actors.compactor.call_thread import CallThread, Cancelled
 from everchat.actors.tree import LINE_LIMIT, cut_utf8
 from everchat.actors.models import Connection
-from everchat.actors.folder.usage import metered, report
+from everchat.actors.folder.usage import metered
 from everchat.transport import Actor, ActorStopped, AskTimeout, PeerLost, Refused, TransportError, schema
 
 __all__ = ["CompactorWorker", "configured_summarizer", "scripted_summary", "Summarizer"]
@@ -105,7 +105,7 @@ class CompactorWorker(Actor):
         if self.summarizer == "scripted":
             self.summarizer = scripted_summary
         elif self.summarizer == "configured":
-            self.summarizer = configured_summarizer(lambda usage: self._calls.post(report("compactions", usage)),
+            self.summarizer = configured_summarizer(lambda usage: self._calls.post(schema.RecordUsage.of("compactions", usage)),
                                                     self.settings, self.extra_tools)
         self.node.tell(self.name, schema.PullWork())
 
@@ -150,7 +150,7 @@ class CompactorWorker(Actor):
         except Exception as error:  # any failure of the model call is reported, never silent (R30)
             log.warning("%s: building %d+%d failed: %s", self, job.i << job.l, 1 << job.l, error)
             self.node.tell(self.planner, schema.BuildFailed(l=job.l, i=job.i, reason=str(error), worker=self.name))
-            self._record(report("compactions", failures=1))
+            self._record(schema.RecordUsage.of("compactions", failures=1))
             return
         self.node.tell(self.planner, schema.Built(l=job.l, i=job.i, text=text, worker=self.name))
 

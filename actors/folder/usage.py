@@ -152,15 +152,6 @@ def save_usage(chat: str | Path, totals: UsageTotals) -> None:
         raise UsageNotSaved(error.errno, f"{path} could not be saved: {cause}") from error
 
 
-def report(role: str, usage=None, failures: int = 0):
-    """The `RecordUsage` tell for one answered call's `models.Usage`, or for failed calls."""
-    from everchat.transport import schema
-
-    if usage is None:
-        return schema.RecordUsage(role, 0, 0, 0, 0, 0, failures)
-    return schema.RecordUsage(role, usage.input, usage.output, usage.cache_read, usage.cache_write, 1, failures)
-
-
 def metered(events: Iterator, on_usage: Callable) -> Iterator:
     """A model stream's events, unchanged; `on_usage(usage)` runs for each `Usage` among
     them. Closing this generator closes `events` (a stopped turn closes its HTTP stream)."""

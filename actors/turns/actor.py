@@ -47,7 +47,7 @@ from everchat.actors.hands import MAIN, HandTools, web_for
 from everchat.actors.prompt import chat_prompt
 from everchat.actors.zoom import MemoryTools, ToolOutcome, media_type
 from everchat.actors.turns.turn import Input, TurnRunner
-from everchat.actors.folder.usage import metered, report
+from everchat.actors.folder.usage import metered
 from everchat.actors.turns.calls import (SETTINGS_ENV, AskReader, computers_joined, configured_settings, interruptible,
                                           settings_flags)
 from everchat.transport import Actor, TransportError, schema
@@ -443,7 +443,7 @@ class TurnRunnerActor(Actor):
             elif isinstance(event, Usage):
                 self.core.usage.count(event)
                 try:
-                    self.node.tell(self.log_writer, report("turns", event))
+                    self.node.tell(self.log_writer, schema.RecordUsage.of("turns", event))
                 except TransportError as error:
                     log.warning("%s: usage not recorded: %s", self, error)
         if self._goal_halt.is_set():
@@ -531,7 +531,7 @@ class _ShellIO:
 
     def _record_usage(self, usage) -> None:
         try:
-            self.node.tell(self.actor.log_writer, report("turns", usage))
+            self.node.tell(self.actor.log_writer, schema.RecordUsage.of("turns", usage))
         except TransportError as error:  # figures only: the turn goes on
             log.warning("%s: usage not recorded: %s", self.actor, error)
 
