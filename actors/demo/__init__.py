@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from everchat.actors.prompt.tasks import read_agent_request, read_task, split_turn
 
-from ._summarize import KINDS, key_tokens, summarize
-from ._types import (
+from everchat.actors.models._summarize import KINDS, key_tokens, summarize
+from everchat.actors.models._types import (
     Connection,
     Event,
     Request,

@@ -20,7 +20,6 @@ from __future__ import annotations
 from ._anthropic import AnthropicConnection
 from ._cli import CliConnection
 from ._claudecode import ClaudeCodeConnection
-from ._demo import DemoConnection
 from ._errors import (
     BadKey,
     BadRequest,
@@ -110,6 +109,14 @@ __all__ = [
     "extractive_summary",
 ]
 
+def __getattr__(name: str):
+    if name == "DemoConnection":  # the old import path; the demo lives in actors.demo
+        from everchat.actors.demo import DemoConnection
+
+        return DemoConnection
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 PROVIDERS = ("anthropic", "openai", "openai-chat", "demo")
 CLIS = ("claudecode", "codex")
 """The subscription CLIs `connect_cli` drives (`--cli`)."""
@@ -130,6 +137,10 @@ def connect(provider: str, *, api_key: str | None = None, base_url: str | None =
     if provider == "openai-chat":
         return OpenAIChatConnection(api_key, base_url, dummy_key=dummy_key, max_retries=max_retries)
     if provider == "demo":
+        # The demo reads the chat's task texts (actors.prompt.tasks), which sit above the
+        # connections: it is found when asked for, like a plug-in, never at import (cut 11).
+        from everchat.actors.demo import DemoConnection
+
         return DemoConnection()
     raise ValueError(f"provider is one of {', '.join(PROVIDERS)}, not {provider!r}")
 

@@ -2,7 +2,7 @@
 block (R36), written here and read back here.
 
 A leaf: it imports nothing of Everchat but `actors.tree`. The writers (`compaction`,
-`prompt`) and the reader (the offline demo model, `actors.models._demo`) both import it;
+`prompt`) and the reader (the offline demo model, `actors.demo`) both import it;
 the demo model once imported `compaction` for `read_task`, and `compaction` imports
 `models`, a circle (tests/test_boundaries.py checks there is none).
 """
