@@ -39,3 +39,10 @@ def test_the_readme_opens_with_the_chat_and_the_test_command_that_ci_runs():
     assert run_chat.endswith("&& .venv/bin/everchat") and "pip install" in run_chat
     ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
     assert ci_lines[-1] == run_tests
+
+
+def test_bend_is_the_readable_model_not_a_python_package():
+    """bend/ holds planner.bend and LAWS.bend (SPEC §8): nothing there is installed or imported."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "everchat.bend" not in config["package-dir"] and not list((ROOT / "bend").rglob("*.py"))
+    assert (ROOT / "bend" / "planner.bend").is_file()

@@ -39,7 +39,7 @@ else:
 __all__ = ["Mutant", "MUTANTS", "run", "baseline", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
-_PACKAGES = ("actors", "transport", "frontends", "bend", "tools")
+_PACKAGES = ("actors", "transport", "frontends", "tools")
 _TIMEOUT = 600  # seconds for one pytest run; a mutant that hangs its tests is not counted as caught
 
 
