@@ -9,7 +9,7 @@ log writer saves the turn runner's) then logged, and the usage figures (`save_us
 Run again, it picks up where the chat is: keyed appends are idempotent, a reply whose key
 is logged (or whose draft a crash left, logged by the open, R37) is not streamed again.
 
-`--crash KIND:K` arms the test-only crash point (actors/store/_crash.py): the process ends
+`--crash KIND:K` arms the test-only crash point (actors/folder/_crash.py): the process ends
 right after its K-th write of that kind. Each acknowledged append prints one JSON line
 `{"ack": KEY, "ids": [...]}`; the last line is `{"counts": {...}}`, the writes of each kind.
 `--cut KEY:TEXT` logs that reply as a crash after its draft TEXT would have (the reference

@@ -25,7 +25,7 @@ def _calls_for_the_last_window(total: int) -> int:
 
     def count(frame, event, arg) -> None:
         nonlocal calls
-        if event == "call" and "/actors/memory/" in frame.f_code.co_filename.replace("\\", "/"):
+        if event == "call" and "/actors/tree/" in frame.f_code.co_filename.replace("\\", "/"):
             calls += 1
 
     for m in range(total):

@@ -1,4 +1,4 @@
-"""Agents' transcripts (R38, actors/store/_transcripts.py): records with the log's rules
+"""Agents' transcripts (R38, actors/folder/_transcripts.py): records with the log's rules
 (R2, R4, P3), keyed idempotent appends, R7's clip, R35's pages, and the log writer's
 handlers over a real node."""
 

@@ -6,7 +6,7 @@ chat), each agent's state (`queued`, `working`, `done`, `stopped`, `failed`), th
 (at most `limit` working at once, 8 by default), spawns and tells made idempotent by
 their keys, tells waiting for a working agent, and the report outbox. It is rebuilt from
 the transcripts at start (`restore`), which is all the state there is: the transcripts
-(`agents/NAME/`, written by the log writer, actors/store/_transcripts.py) hold it.
+(`agents/NAME/`, written by the log writer, actors/folder/_transcripts.py) hold it.
 
 `AgentsActor` is the shell, named "agents". Each working agent runs `TurnRunner.run` in a
 worker thread over an `_AgentIO`, with the chat's one prompt (R34: the same system prompt

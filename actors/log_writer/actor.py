@@ -229,7 +229,7 @@ class LogWriter(Actor):
     def on_read_asset(self, msg: schema.ReadAsset, delivery) -> schema.AssetData:
         return schema.AssetData(data=self.store.asset(msg.digest))
 
-    # -- the agents' transcripts (R38, actors/store/_transcripts.py) ---------------------
+    # -- the agents' transcripts (R38, actors/folder/_transcripts.py) ---------------------
 
     def on_append_transcript(self, msg: schema.AppendTranscript, delivery) -> schema.Appended:
         """One record of an agent's transcript, fsynced before the answer; idempotent by key."""

@@ -19,7 +19,7 @@ Then the backup holds
 - `main/` up to the end of the cut's last message, byte for byte (a prefix: every offset
   stays true);
 - `tree/` with every node of the cut's messages and its merge records, nothing else
-  (`store.cut`, actors/store/_cut.py);
+  (`store.cut`, actors/folder/_cut.py);
 - `view.json` **refolded** from its K records with the production fold (R24) and written
   as the planner writes it, after checking that the live file agrees; the compaction view
   when it belongs to the same T (read again while the writer is between its two renames,
