@@ -129,7 +129,7 @@ def test_p9_an_actor_log_is_private_and_capped_whatever_the_umask(tmp_path):
     path.parent.mkdir()
     script = (
         "import logging, os\n"
-        "from everchat.actors import process\n"
+        "from everchat.actors.supervisor import process\n"
         "os.umask(0)\n"
         "process.LOG_BYTES = 20_000\n"
         f"assert process.log_to_file(__import__('pathlib').Path({str(path)!r}), 'worker')\n"
